@@ -1,0 +1,225 @@
+"""The reference billing engine: CloudLedger's published rules turned into the invoices that SHOULD exist.
+
+Rules (from the help centre):
+- Invoices follow the billing anchor day: one per period (monthly or yearly); period_end is exclusive and
+  the invoice is issued on the period's first day.
+- A plan or seat change mid-period is settled by the day on the NEXT invoice: a credit for the unused
+  days of the old configuration, then a charge for the remaining days of the new one.
+- Event dates are the customer's local dates (time zone by country).
+- A coupon applies to the subtotal (recurring + proration) of invoices within its first N months.
+- Tax = (subtotal − discount) × the rate valid on the issue date, rounded to the cent.
+- Cancel means cancel at period end: the current period is billed, nothing after it.
+- Pause stops the recurring charge from the next period; resume restarts it.
+- Switching between monthly and yearly is refused: cancel and start a new subscription instead.
+
+Each customer's history is computed in a single pass over periods and (sorted) events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import date, datetime
+from decimal import Decimal
+from functools import cache
+from zoneinfo import ZoneInfo
+
+from engine.model import BillingError, Coupon, Customer, Invoice, Line, Plan, Subscription, TaxRate
+from engine.money import money, prorate
+from engine.pricebook import COUNTRY_TZ
+
+CONFIG_CHANGES = ("upgrade", "downgrade", "quantity_change")
+
+
+def add_months(day: date, months: int, anchor_day: int) -> date:
+    """The anchor day `months` after `day`'s month (anchor days are 1–28, so always valid)."""
+    year, month0 = divmod(day.month - 1 + months, 12)
+    return date(day.year + year, month0 + 1, anchor_day)
+
+
+def months_between(a: date, b: date) -> int:
+    return (b.year - a.year) * 12 + (b.month - a.month)
+
+
+@cache
+def _zone(country: str) -> ZoneInfo:
+    try:
+        return ZoneInfo(COUNTRY_TZ[country])
+    except KeyError:
+        raise BillingError(f"unknown country {country!r}: expected one of {', '.join(COUNTRY_TZ)}") from None
+
+
+def local_date(instant: datetime, country: str) -> date:
+    """The customer's local calendar date of an instant (billing rules run on local dates)."""
+    if instant.tzinfo is None:
+        raise BillingError(f"event time {instant.isoformat()} has no time zone")
+    return instant.astimezone(_zone(country)).date()
+
+
+def rate_on(rates: Iterable[TaxRate], region: str, day: date) -> TaxRate:
+    for rate in rates:
+        if rate.region == region and rate.valid_on(day):
+            return rate
+    raise BillingError(f"no tax rate for region {region!r} valid on {day.isoformat()}")
+
+
+def plan_label(plan: Plan, quantity: int) -> str:
+    return f"{plan.name} × {quantity} seats"
+
+
+def apply_discount_and_tax(invoice: Invoice, coupon: Coupon | None, months_in: int, tax: TaxRate) -> None:
+    """Append the discount and tax lines to an invoice holding its charge lines; tag every line's tax code."""
+    base = invoice.subtotal
+    if coupon is not None and months_in < coupon.duration_months and base > 0:
+        if coupon.kind == "percent":
+            off = money(base * coupon.value / 100)
+            label = f"Coupon {coupon.id} (-{coupon.value.normalize():f}%)"
+        else:
+            off = min(money(coupon.value), base)
+            label = f"Coupon {coupon.id} (-{money(coupon.value)})"
+        invoice.lines.append(Line("discount", label, 1, -off, -off))
+    tax_amount = money((invoice.subtotal - invoice.discount) * tax.rate)
+    for line in invoice.lines:
+        line.tax_code = tax.code
+    percent = f"{(tax.rate * 100).normalize():f}"
+    invoice.lines.append(
+        Line("tax", f"Tax {tax.code} ({percent}%)", 1, tax_amount, tax_amount, tax_code=tax.code)
+    )
+
+
+def invoice_id(subscription_id: str, period_index: int) -> str:
+    """INV-<subscription number>-<period index>, e.g. SUB-0001's fifth period is INV-0001-05."""
+    return f"{subscription_id.replace('SUB', 'INV', 1)}-{period_index:02d}"
+
+
+def _plan(plans: Mapping[str, Plan], plan_id: object) -> Plan:
+    try:
+        return plans[str(plan_id)]
+    except KeyError:
+        raise BillingError(f"unknown plan {plan_id!r}") from None
+
+
+def _quantity(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise BillingError(f"quantity must be a whole number, got {value!r}")
+    try:
+        quantity = int(value)
+    except ValueError:
+        raise BillingError(f"quantity must be a whole number, got {value!r}") from None
+    if quantity <= 0:
+        raise BillingError(f"quantity must be positive, got {quantity}")
+    return quantity
+
+
+def proration_lines(
+    old: tuple[Plan, int], new: tuple[Plan, int], changed_on: date, period: tuple[date, date]
+) -> list[Line]:
+    """Credit the old configuration's unused days, charge the new one's remaining days (by the day)."""
+    (old_plan, old_qty), (new_plan, new_qty) = old, new
+    start, end = period
+    remaining, days = (end - changed_on).days, (end - start).days
+    credit = prorate(money(old_plan.unit_price * old_qty), remaining, days)
+    charge = prorate(money(new_plan.unit_price * new_qty), remaining, days)
+    span = f"({changed_on.isoformat()} to {end.isoformat()})"
+    old_label, new_label = plan_label(old_plan, old_qty), plan_label(new_plan, new_qty)
+    return [
+        Line("proration", f"Unused time on {old_label} {span}", old_qty, -credit, -credit, changed_on, end),
+        Line("proration", f"Remaining time on {new_label} {span}", new_qty, charge, charge, changed_on, end),
+    ]
+
+
+def build_invoices(
+    customer: Customer,
+    sub: Subscription,
+    plans: Mapping[str, Plan],
+    coupon: Coupon | None,
+    rates: Iterable[TaxRate],
+    until: date,
+) -> list[Invoice]:
+    """Every invoice the rules produce for periods starting on or before `until`, in one pass."""
+    rates = list(rates)
+    dated = sorted(
+        ((local_date(ev.effective_at, customer.country), ev) for ev in sub.events),
+        key=lambda pair: pair[1].effective_at,
+    )
+    creates = [ev for _, ev in dated if ev.type == "create"]
+    if len(creates) != 1:
+        raise BillingError(f"subscription {sub.id} needs exactly one create event, found {len(creates)}")
+    plan = _plan(plans, creates[0].payload.get("plan_id"))
+    qty = _quantity(creates[0].payload.get("quantity"))
+    step = 12 if plan.interval == "year" else 1
+    changes = [(day, ev) for day, ev in dated if ev.type != "create"]
+
+    invoices: list[Invoice] = []
+    carried: list[Line] = []  # prorations from the previous period, billed on this invoice
+    cancel_end: date | None = None
+    paused = False
+    next_event = 0
+    period_start, index = sub.start_date, 1
+    while period_start <= until and (cancel_end is None or period_start < cancel_end):
+        period_end = add_months(period_start, step, sub.billing_anchor_day)
+        invoice = Invoice(
+            id=invoice_id(sub.id, index),
+            customer_id=customer.id,
+            subscription_id=sub.id,
+            period_start=period_start,
+            period_end=period_end,
+            issued_at=period_start,
+            currency=customer.currency,
+        )
+        invoice.lines.extend(carried)
+        carried = []
+        if not paused:
+            recurring = money(plan.unit_price * qty)
+            invoice.lines.append(
+                Line(
+                    "recurring",
+                    plan_label(plan, qty),
+                    qty,
+                    plan.unit_price,
+                    recurring,
+                    period_start,
+                    period_end,
+                )
+            )
+        if invoice.lines:
+            months_in = months_between(sub.start_date, period_start)
+            apply_discount_and_tax(
+                invoice, coupon, months_in, rate_on(rates, customer.tax_region, period_start)
+            )
+            invoices.append(invoice)
+
+        # Events dated before this period (e.g. before the start) are ignored, as the help centre says.
+        while next_event < len(changes) and changes[next_event][0] < period_start:
+            next_event += 1
+        while next_event < len(changes) and changes[next_event][0] < period_end:
+            day, ev = changes[next_event]
+            next_event += 1
+            if ev.type in CONFIG_CHANGES:
+                new_plan = _plan(plans, ev.payload.get("to_plan", plan.id))
+                new_qty = _quantity(ev.payload.get("to_quantity", qty))
+                if new_plan.interval != plan.interval:
+                    raise BillingError(
+                        f"event {ev.id}: switching between monthly and yearly billing is not supported; "
+                        "cancel and start a new subscription"
+                    )
+                carried += proration_lines((plan, qty), (new_plan, new_qty), day, (period_start, period_end))
+                plan, qty = new_plan, new_qty
+            elif ev.type == "cancel":
+                cancel_end = period_end
+            elif ev.type == "pause":
+                paused = True
+            elif ev.type == "resume":
+                paused = False
+            else:
+                raise BillingError(f"event {ev.id}: unknown event type {ev.type!r}")
+        period_start, index = period_end, index + 1
+    return invoices
+
+
+def expected_by_period(invoices: Iterable[Invoice]) -> dict[date, Invoice]:
+    """Index the rules' invoices by period start, to compare with what was actually billed."""
+    return {inv.period_start: inv for inv in invoices}
+
+
+def tax_percent(rate: Decimal) -> str:
+    return f"{(rate * 100).normalize():f}"

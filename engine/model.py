@@ -1,0 +1,128 @@
+"""The billing domain's value objects: what the ledger holds and what the rules produce."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Any, Literal
+
+from engine.money import ZERO, money
+
+Interval = Literal["month", "year"]
+LineKind = Literal["recurring", "proration", "discount", "tax", "adjustment"]
+EventType = Literal["create", "upgrade", "downgrade", "quantity_change", "cancel", "pause", "resume"]
+EVENT_TYPES: tuple[str, ...] = (
+    "create",
+    "upgrade",
+    "downgrade",
+    "quantity_change",
+    "cancel",
+    "pause",
+    "resume",
+)
+
+
+class BillingError(ValueError):
+    """A request the rules refuse (e.g. switching between monthly and yearly), or inconsistent input."""
+
+
+@dataclass(frozen=True)
+class Customer:
+    id: str
+    name: str
+    country: str  # CN / SG / DE / US: also decides the time zone
+    currency: str
+    tax_region: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    id: str
+    name: str
+    interval: Interval
+    unit_price: Decimal  # per seat per billing period
+
+
+@dataclass(frozen=True)
+class Coupon:
+    id: str
+    kind: Literal["percent", "amount"]
+    value: Decimal  # percent: 20 means 20 %; amount: 10.00 off
+    duration_months: int
+
+
+@dataclass(frozen=True)
+class TaxRate:
+    code: str
+    region: str
+    rate: Decimal  # 0.09 means 9 %
+    valid_from: date
+    valid_to: date | None  # inclusive; None = still valid
+
+    def valid_on(self, day: date) -> bool:
+        return self.valid_from <= day and (self.valid_to is None or day <= self.valid_to)
+
+
+@dataclass(frozen=True)
+class Event:
+    id: str
+    type: str
+    effective_at: datetime  # timezone-aware
+    payload: dict[str, Any]
+
+
+@dataclass
+class Subscription:
+    id: str
+    customer_id: str
+    start_date: date
+    billing_anchor_day: int
+    coupon_id: str | None
+    events: list[Event]
+
+
+@dataclass
+class Line:
+    kind: str
+    description: str
+    quantity: int
+    unit_amount: Decimal
+    amount: Decimal
+    period_start: date | None = None
+    period_end: date | None = None
+    tax_code: str | None = None
+
+
+@dataclass
+class Invoice:
+    """An invoice whose header figures are always derived from its lines, so they can never disagree."""
+
+    id: str
+    customer_id: str
+    subscription_id: str
+    period_start: date
+    period_end: date  # exclusive
+    issued_at: date
+    currency: str
+    status: str = "paid"
+    lines: list[Line] = field(default_factory=list)
+
+    def _sum(self, *kinds: str) -> Decimal:
+        return money(sum((ln.amount for ln in self.lines if ln.kind in kinds), ZERO))
+
+    @property
+    def subtotal(self) -> Decimal:
+        return self._sum("recurring", "proration", "adjustment")
+
+    @property
+    def discount(self) -> Decimal:
+        return -self._sum("discount")  # discount lines are negative; the header holds a positive figure
+
+    @property
+    def tax(self) -> Decimal:
+        return self._sum("tax")
+
+    @property
+    def total(self) -> Decimal:
+        return money(sum((ln.amount for ln in self.lines), ZERO))

@@ -1,0 +1,239 @@
+"""The database schema as SQLAlchemy Core tables (queries use these; migrations/ creates them).
+
+Ledger tables keep seed 002's names and columns; seed 000 adds credit_note_requests and approvals.
+Money is NUMERIC(12,2), dates DATE, instants TIMESTAMPTZ, payloads JSONB.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Date,
+    ForeignKey,
+    Integer,
+    MetaData,
+    Numeric,
+    Table,
+    Text,
+    func,
+)
+from sqlalchemy.dialects.postgresql import JSONB, TIMESTAMP
+
+metadata = MetaData()
+
+
+def Money(name: str, *args: object, **kwargs: object) -> Column:
+    return Column(name, Numeric(12, 2, asdecimal=True), *args, **kwargs)  # type: ignore[arg-type]
+
+
+def Instant(name: str, *args: object, **kwargs: object) -> Column:
+    return Column(name, TIMESTAMP(timezone=True), *args, **kwargs)  # type: ignore[arg-type]
+
+
+customers = Table(
+    "customers",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("name", Text, nullable=False),
+    Column("country", Text, nullable=False),
+    Column("currency", Text, nullable=False),
+    Column("tax_region", Text, nullable=False),
+)
+
+plans = Table(
+    "plans",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("name", Text, nullable=False),
+    Column("interval", Text, nullable=False),
+    Money("unit_price", nullable=False),
+)
+
+coupons = Table(
+    "coupons",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("kind", Text, nullable=False),
+    Money("value", nullable=False),
+    Column("duration_months", Integer, nullable=False),
+)
+
+tax_rates = Table(
+    "tax_rates",
+    metadata,
+    Column("code", Text, primary_key=True),
+    Column("region", Text, nullable=False),
+    Column("rate", Numeric(6, 4, asdecimal=True), nullable=False),
+    Column("valid_from", Date, nullable=False),
+    Column("valid_to", Date),
+)
+
+subscriptions = Table(
+    "subscriptions",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("customer_id", Text, ForeignKey("customers.id"), nullable=False, index=True),
+    Column("plan_id", Text, ForeignKey("plans.id"), nullable=False),
+    Column("quantity", Integer, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("start_date", Date, nullable=False),
+    Column("current_period_start", Date, nullable=False),
+    Column("current_period_end", Date, nullable=False),
+    Column("billing_anchor_day", Integer, nullable=False),
+    Column("coupon_id", Text, ForeignKey("coupons.id")),
+)
+
+subscription_events = Table(
+    "subscription_events",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("subscription_id", Text, ForeignKey("subscriptions.id"), nullable=False),
+    Column("type", Text, nullable=False),
+    Instant("effective_at", nullable=False),
+    Column("payload", JSONB, nullable=False),
+)
+
+invoices = Table(
+    "invoices",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("customer_id", Text, ForeignKey("customers.id"), nullable=False),
+    Column("subscription_id", Text, ForeignKey("subscriptions.id"), nullable=False),
+    Column("period_start", Date, nullable=False),
+    Column("period_end", Date, nullable=False),
+    Column("issued_at", Date, nullable=False),
+    Column("status", Text, nullable=False),
+    Money("subtotal", nullable=False),
+    Money("discount", nullable=False),
+    Money("tax", nullable=False),
+    Money("total", nullable=False),
+    Column("currency", Text, nullable=False),
+)
+
+invoice_lines = Table(
+    "invoice_lines",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("invoice_id", Text, ForeignKey("invoices.id"), nullable=False, index=True),
+    Column("kind", Text, nullable=False),
+    Column("description", Text, nullable=False),
+    Column("quantity", Integer, nullable=False),
+    Money("unit_amount", nullable=False),
+    Money("amount", nullable=False),
+    Column("period_start", Date),
+    Column("period_end", Date),
+    Column("tax_code", Text),
+)
+
+payments = Table(
+    "payments",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("invoice_id", Text, ForeignKey("invoices.id"), nullable=False, index=True),
+    Money("amount", nullable=False),
+    Column("status", Text, nullable=False),
+    Instant("attempted_at", nullable=False),
+    Column("gateway_ref", Text, nullable=False),
+)
+
+credit_notes = Table(
+    "credit_notes",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("invoice_id", Text, ForeignKey("invoices.id"), nullable=False, index=True),
+    Money("amount", nullable=False),
+    Column("reason", Text, nullable=False),  # Stripe-like enum: duplicate, order_change, …
+    Column("status", Text, nullable=False),
+    # Added beyond seed 002: what an approver and the issuing step need.
+    Column("root_cause", Text, nullable=False, server_default=""),
+    Column("memo", Text, nullable=False, server_default=""),
+    Column("case_id", Text),
+    Column("args_hash", Text, nullable=False, server_default=""),
+    Column("needed", Integer, nullable=False, server_default="1"),
+    Instant("created_at", nullable=False, server_default=func.now()),
+    Instant("expires_at"),
+    Instant("decided_at"),
+    Instant("issued_at"),
+)
+
+credit_note_requests = Table(
+    "credit_note_requests",
+    metadata,
+    Column("idempotency_key", Text, primary_key=True),
+    Column("case_id", Text, nullable=False, index=True),
+    Column("credit_note_id", Text, ForeignKey("credit_notes.id"), nullable=False),
+    Instant("created_at", nullable=False, server_default=func.now()),
+)
+
+approvals = Table(
+    "approvals",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column("credit_note_id", Text, ForeignKey("credit_notes.id"), nullable=False, index=True),
+    Column("approver", Text, nullable=False),
+    Column("decision", Text, nullable=False),
+    Column("comment", Text, nullable=False, server_default=""),
+    Column("args_hash", Text, nullable=False, server_default=""),
+    Instant("decided_at", nullable=False, server_default=func.now()),
+)
+
+audit_log = Table(
+    "audit_log",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Instant("at", nullable=False, server_default=func.now()),
+    Column("case_id", Text, index=True),
+    Column("actor", Text, nullable=False),
+    Column("tool", Text, nullable=False),
+    Column("args", JSONB, nullable=False),
+    Column("ok", Boolean, nullable=False),
+    Column("result_digest", Text, nullable=False),
+)
+
+activity_log = Table(
+    "activity_log",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Instant("at", nullable=False, server_default=func.now()),
+    Column("actor_type", Text, nullable=False),
+    Column("actor_id", Text, nullable=False),
+    Column("action", Text, nullable=False),
+    Column("entity_type", Text, nullable=False),
+    Column("entity_id", Text, nullable=False),
+    Column("details", JSONB, nullable=False, server_default="{}"),
+)
+
+cases = Table(
+    "cases",
+    metadata,
+    Column("id", Text, primary_key=True),  # also the LangGraph thread_id
+    Column("customer_id", Text),
+    Column("question", Text, nullable=False),
+    Column("requester", Text, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("channel", Text),
+    Column("thread_ts", Text),
+    Column("message_ts", Text),
+    Column("findings", JSONB),
+    Column("reply", JSONB),
+    Column("escalation_reason", Text),
+    Instant("created_at", nullable=False, server_default=func.now()),
+    Instant("updated_at", nullable=False, server_default=func.now()),
+)
+
+slack_events = Table(
+    "slack_events",
+    metadata,
+    Column("event_id", Text, primary_key=True),
+    Instant("received_at", nullable=False, server_default=func.now()),
+    Column("case_id", Text),
+)
+
+dataset_info = Table(
+    "dataset_info",
+    metadata,
+    Column("key", Text, primary_key=True),
+    Column("value", Text, nullable=False),
+)

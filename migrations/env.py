@@ -1,0 +1,33 @@
+"""Alembic environment: Postgres only, one migration run at a time (advisory lock)."""
+
+from __future__ import annotations
+
+from alembic import context
+from sqlalchemy import create_engine, pool, text
+
+from engine.db import database_url, sqlalchemy_url
+from engine.schema import metadata
+
+MIGRATION_LOCK = 7_340_001  # pg_advisory_lock key: two processes upgrading at once take turns
+
+
+def run_migrations_online() -> None:
+    url = context.config.attributes.get("database_url") or database_url()
+    engine = create_engine(sqlalchemy_url(url), poolclass=pool.NullPool)
+    with engine.connect() as connection:
+        connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATION_LOCK})
+        connection.commit()
+        try:
+            context.configure(connection=connection, target_metadata=metadata, transaction_per_migration=True)
+            with context.begin_transaction():
+                context.run_migrations()
+            connection.commit()
+        finally:
+            connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": MIGRATION_LOCK})
+            connection.commit()
+    engine.dispose()
+
+
+if context.is_offline_mode():
+    raise SystemExit("offline (SQL script) migrations are not supported: run `billsleuth db upgrade`")
+run_migrations_online()
