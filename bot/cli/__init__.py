@@ -1,0 +1,43 @@
+"""The `billsleuth` command. Parsers only import argparse; each command imports its heavy modules lazily,
+so `billsleuth --help` and `dry-run` start in well under a second."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from bot.cli.common import CommandError, fail
+
+# Each module defines add_parser(subparsers); the handler it sets is run with the parsed args.
+COMMAND_MODULES = (
+    "bot.cli.cmd_db",
+    "bot.cli.cmd_dry_run",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="billsleuth",
+        description="BillSleuth: investigate billing disputes; settle them with approved credit notes.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        code = args.handler(args)
+    except CommandError as error:
+        fail(str(error), error.exit_code)
+    except KeyboardInterrupt:
+        fail("interrupted", 130)
+    return int(code or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,24 @@
+"""billsleuth db upgrade"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    db = sub.add_parser("db", help="database schema")
+    db_sub = db.add_subparsers(dest="db_command", metavar="ACTION", required=True)
+    upgrade = db_sub.add_parser("upgrade", help="bring the schema (and graph checkpoint tables) up to date")
+    upgrade.set_defaults(handler=run_upgrade)
+
+
+def run_upgrade(args: argparse.Namespace) -> int:
+    from engine import migrate
+    from engine.db import database_url
+
+    url = database_url()
+    before = migrate.current_revision(url)
+    migrate.upgrade(url)
+    after = migrate.current_revision(url)
+    print(f"schema at {after}" + (f" (was {before or 'empty'})" if before != after else " (already current)"))
+    return 0
