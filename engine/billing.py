@@ -9,7 +9,8 @@ Rules (from the help centre):
 - A coupon applies to the subtotal (recurring + proration) of invoices within its first N months.
 - Tax = (subtotal − discount) × the rate valid on the issue date, rounded to the cent.
 - Cancel means cancel at period end: the current period is billed, nothing after it.
-- Pause stops the recurring charge from the next period; resume restarts it.
+- Pause stops the recurring charge from the next period; resume restarts it. A plan or seat change
+  during a paused (uncharged) period is not prorated: the new configuration applies from the resume.
 - Switching between monthly and yearly is refused: cancel and start a new subscription instead.
 
 Each customer's history is computed in a single pass over periods and (sorted) events.
@@ -168,7 +169,10 @@ def build_invoices(
         )
         invoice.lines.extend(carried)
         carried = []
-        if not paused:
+        # Whether this period's recurring charge is billed; a paused period is not, so a change made
+        # during it has nothing to settle (no paid days to credit, no used days to charge).
+        charged = not paused
+        if charged:
             recurring = money(plan.unit_price * qty)
             invoice.lines.append(
                 Line(
@@ -202,7 +206,9 @@ def build_invoices(
                         f"event {ev.id}: switching between monthly and yearly billing is not supported; "
                         "cancel and start a new subscription"
                     )
-                carried += proration_lines((plan, qty), (new_plan, new_qty), day, (period_start, period_end))
+                if charged:
+                    period = (period_start, period_end)
+                    carried += proration_lines((plan, qty), (new_plan, new_qty), day, period)
                 plan, qty = new_plan, new_qty
             elif ev.type == "cancel":
                 cancel_end = period_end
