@@ -1,0 +1,255 @@
+"""`billsleuth dry-run FILE.json`, run as the installed console script on fixture files.
+
+The fixtures under tests/fixtures/dry_run/ reproduce seed 002's hand-computed cases; the error cases are
+variations of the upgrade fixture written to a temporary file.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures" / "dry_run"
+# The console script installed next to the interpreter running the tests (the project's venv).
+BILLSLEUTH = Path(sys.executable).parent / "billsleuth"
+
+INVOICE_KEYS = [
+    "id",
+    "period_start",
+    "period_end",
+    "issued_at",
+    "subtotal",
+    "discount",
+    "tax",
+    "total",
+    "lines",
+]
+LINE_KEYS = [
+    "kind",
+    "description",
+    "quantity",
+    "unit_amount",
+    "amount",
+    "period_start",
+    "period_end",
+    "tax_code",
+]
+AMOUNT = re.compile(r"-?\d+\.\d{2}")
+DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def dry_run(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BILLSLEUTH), "dry-run", str(path)], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def invoices_of(name: str) -> list[dict[str, Any]]:
+    result = dry_run(FIXTURES / name)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    return json.loads(result.stdout)["invoices"]
+
+
+def by_id(invoices: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {invoice["id"]: invoice for invoice in invoices}
+
+
+def headline(invoice: dict[str, Any]) -> tuple[str, str, str, str]:
+    return invoice["subtotal"], invoice["discount"], invoice["tax"], invoice["total"]
+
+
+def line_amounts(invoice: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(line["kind"], line["amount"]) for line in invoice["lines"]]
+
+
+def test_the_console_script_is_installed() -> None:
+    assert BILLSLEUTH.is_file(), f"{BILLSLEUTH} is missing: install the project into the venv"
+
+
+# --- seed 002's figures through the command ---------------------------------------------------------
+
+
+def test_plain_monthly() -> None:
+    invoices = invoices_of("plain_monthly.json")
+    assert [i["id"] for i in invoices] == ["INV-0001-01", "INV-0001-02", "INV-0001-03"]
+    assert [i["period_start"] for i in invoices] == ["2026-06-05", "2026-07-05", "2026-08-05"]
+    assert [i["period_end"] for i in invoices] == ["2026-07-05", "2026-08-05", "2026-09-05"]
+    assert all(headline(i) == ("117.00", "0.00", "7.02", "124.02") for i in invoices)
+
+
+def test_upgrade_is_prorated_on_the_next_invoice() -> None:
+    invoices = by_id(invoices_of("upgrade.json"))
+    assert invoices["INV-0001-01"]["total"] == "124.02"
+    second = invoices["INV-0001-02"]
+    assert second["total"] == "362.52"
+    assert headline(second) == ("342.00", "0.00", "20.52", "362.52")
+    assert line_amounts(second) == [
+        ("proration", "-58.50"),
+        ("proration", "133.50"),
+        ("recurring", "267.00"),
+        ("tax", "20.52"),
+    ]
+    credit = second["lines"][0]
+    assert (credit["period_start"], credit["period_end"], credit["tax_code"]) == (
+        "2026-06-20",
+        "2026-07-05",
+        "CN-VAT6",
+    )
+
+
+def test_event_date_is_the_customers_local_date() -> None:
+    second = by_id(invoices_of("timezone_upgrade.json"))["INV-0001-02"]
+    assert second["lines"][0]["amount"] == "-58.50"  # 15 days, not 16
+    assert second["lines"][0]["period_start"] == "2026-06-20"
+    assert second["total"] == "362.52"
+
+
+def test_percent_coupon_only_within_its_duration() -> None:
+    invoices = invoices_of("welcome_coupon.json")
+    assert [i["discount"] for i in invoices] == ["23.40", "23.40", "0.00"]
+    assert (invoices[0]["tax"], invoices[0]["total"]) == ("5.62", "99.22")
+
+
+def test_cancel_stops_after_the_period_end() -> None:
+    invoices = invoices_of("cancel.json")
+    assert [i["period_start"] for i in invoices] == ["2026-06-05", "2026-07-05"]
+
+
+def test_tax_rate_follows_its_validity_window() -> None:
+    (invoice,) = invoices_of("sg_tax.json")
+    assert invoice["tax"] == "10.53"
+    assert {line["tax_code"] for line in invoice["lines"]} == {"SG-GST9"}
+
+
+def test_custom_price_book_lists_are_used() -> None:
+    first, second = invoices_of("custom_price_book.json")
+    assert line_amounts(first) == [("recurring", "100.00"), ("discount", "-50.00"), ("tax", "5.00")]
+    assert headline(first) == ("100.00", "50.00", "5.00", "55.00")
+    assert headline(second) == ("100.00", "0.00", "10.00", "110.00")
+    assert first["lines"][-1]["tax_code"] == "XX-VAT10"
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda d: d["events"][0]["payload"].update(plan_id="team-m"), "unknown plan 'team-m'"),
+        (lambda d: d["subscription"].update(coupon_id="WELCOME20"), "unknown coupon 'WELCOME20'"),
+        (lambda d: d["customer"].update(tax_region="CN"), "unknown tax region 'CN'"),
+    ],
+    ids=["plans", "coupons", "tax_rates"],
+)
+def test_custom_lists_replace_the_built_in_ones(
+    tmp_path: Path, mutate: Callable[[dict[str, Any]], None], message: str
+) -> None:
+    # team-m, WELCOME20 and the CN rate are all built in: once a list is given, they are gone
+    data = json.loads((FIXTURES / "custom_price_book.json").read_text(encoding="utf-8"))
+    mutate(data)
+    assert_refused(write(tmp_path, data), message)
+
+
+# --- the output shape (DESIGN.md §3) ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in FIXTURES.glob("*.json")))
+def test_output_shape(name: str) -> None:
+    result = dry_run(FIXTURES / name)
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert list(document) == ["invoices"]
+    assert document["invoices"], "every fixture bills at least one invoice"
+    for invoice in document["invoices"]:
+        assert list(invoice) == INVOICE_KEYS
+        assert re.fullmatch(r"INV-\d{4}-\d{2}", invoice["id"])
+        for key in ("period_start", "period_end", "issued_at"):
+            assert DAY.fullmatch(invoice[key]), (key, invoice[key])
+        for key in ("subtotal", "discount", "tax", "total"):
+            assert isinstance(invoice[key], str) and AMOUNT.fullmatch(invoice[key]), (key, invoice[key])
+        for line in invoice["lines"]:
+            assert list(line) == LINE_KEYS
+            assert isinstance(line["quantity"], int)
+            for key in ("unit_amount", "amount"):
+                assert isinstance(line[key], str) and AMOUNT.fullmatch(line[key]), (key, line[key])
+            for key in ("period_start", "period_end"):
+                assert line[key] is None or DAY.fullmatch(line[key]), (key, line[key])
+            assert isinstance(line["tax_code"], str)
+        cents = sum(int(line["amount"].replace(".", "")) for line in invoice["lines"])
+        assert cents == int(invoice["total"].replace(".", "")), "lines sum to the total"
+
+
+# --- bad input: exit 2, one line on stderr naming the problem, nothing on stdout ---------------------
+
+
+def write(tmp_path: Path, data: Any) -> Path:
+    path = tmp_path / "request.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def assert_refused(path: Path, message: str) -> None:
+    result = dry_run(path)
+    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("billsleuth: error: ")
+    assert message in lines[0]
+
+
+def _drop(obj: dict[str, Any], key: str) -> None:
+    del obj[key]
+
+
+def _set(obj: dict[str, Any], key: str, value: Any) -> None:
+    obj[key] = value
+
+
+def _float_price(data: dict[str, Any]) -> None:
+    data["plans"] = [{"id": "team-m", "name": "Team", "interval": "month", "unit_price": 39.0}]
+
+
+def _int_price(data: dict[str, Any]) -> None:
+    data["plans"] = [{"id": "team-m", "name": "Team", "interval": "month", "unit_price": 39}]
+
+
+ERRORS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
+    "missing field": (lambda d: _drop(d["customer"], "tax_region"), "customer.tax_region is missing"),
+    "money as a JSON float": (_float_price, "plans[0].unit_price must be a money string"),
+    "money as a JSON integer": (_int_price, "plans[0].unit_price must be a money string"),
+    "unknown plan": (lambda d: _set(d["events"][0]["payload"], "plan_id", "gold-m"), "unknown plan 'gold-m'"),
+    "unknown tax region": (lambda d: _set(d["customer"], "tax_region", "XX"), "unknown tax region 'XX'"),
+    "unknown country": (lambda d: _set(d["customer"], "country", "FR"), "customer.country must be one of"),
+    "month to year switch": (
+        lambda d: _set(d["events"][1]["payload"], "to_plan", "team-y"),
+        "switching between monthly and yearly billing is not supported",
+    ),
+    "naive timestamp": (
+        lambda d: _set(d["events"][1], "effective_at", "2026-06-20T10:00:00"),
+        "events[1].effective_at needs a time zone",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(ERRORS))
+def test_bad_input_is_refused_with_one_line(tmp_path: Path, case: str) -> None:
+    mutate, message = ERRORS[case]
+    data = json.loads((FIXTURES / "upgrade.json").read_text(encoding="utf-8"))
+    mutate(data)
+    assert_refused(write(tmp_path, data), message)
+
+
+def test_invalid_json_is_refused_with_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "broken.json"
+    path.write_text('{"customer": ', encoding="utf-8")
+    assert_refused(path, "is not valid JSON")
+
+
+def test_missing_file_is_refused_with_one_line(tmp_path: Path) -> None:
+    assert_refused(tmp_path / "nowhere.json", "no such file")
