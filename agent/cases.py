@@ -1,0 +1,315 @@
+"""Cases: open one (run the graph), show one, decide on its credit note (claim, then resume), recover.
+
+This is the one service the CLI, the Slack bot and the evaluation all call. The `cases` table holds each
+case's summary for quick reads; the graph's checkpoints hold its full state.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from langgraph.types import Command
+from sqlalchemy import func, insert, select, text, update
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from agent.checkpoint import open_checkpointer
+from agent.configuration import CaseContext, Configuration
+from agent.graph import build_graph
+from agent.state import CaseState
+from approvals import activity, decisions, expiry, queries
+from approvals.config import ApprovalSettings
+from approvals.models import CreditNoteView, DecisionOutcome
+from engine import schema
+from engine.db import create_engine
+from engine.money import fmt
+
+log = logging.getLogger(__name__)
+
+ProgressCallback = Callable[[dict[str, Any]], None]
+WAITING_NODE = "await_approval"
+
+
+class CaseNotFound(LookupError):
+    pass
+
+
+@dataclass
+class CaseService:
+    engine: AsyncEngine
+    graph: Any
+    configuration: Configuration
+    approval_settings: ApprovalSettings
+
+    # ---- opening ----
+
+    async def new_case_id(self) -> str:
+        async with self.engine.begin() as conn:
+            number = (await conn.execute(select(func.nextval("case_number")))).scalar_one()
+        return f"CASE-{number:04d}"
+
+    async def open_case(
+        self,
+        question: str,
+        *,
+        requester: str,
+        customer_id: str | None = None,
+        channel: str | None = None,
+        thread_ts: str | None = None,
+        on_progress: ProgressCallback | None = None,
+        case_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Record the case, run the investigation to its end or its pause, and return the case JSON."""
+        question = question.strip()
+        if not question:
+            raise ValueError("the complaint is empty: say what the customer wrote")
+        case_id = case_id or await self.new_case_id()
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                insert(schema.cases).values(
+                    id=case_id,
+                    customer_id=customer_id,
+                    question=question,
+                    requester=requester,
+                    status="investigating",
+                    channel=channel,
+                    thread_ts=thread_ts,
+                )
+            )
+            await activity.record(
+                conn, "user", requester, "case.opened", "case", case_id, {"customer_id": customer_id}
+            )
+        initial: CaseState = {
+            "case_id": case_id,
+            "customer_id": customer_id,
+            "question": question,
+            "requester": requester,
+        }
+        await self.graph.ainvoke(
+            initial, self._config(case_id), context=self._context(on_progress), durability="sync"
+        )
+        return await self.sync_case(case_id)
+
+    # ---- reading ----
+
+    async def case_row(self, case_id: str) -> Any:
+        async with self.engine.connect() as conn:
+            row = (await conn.execute(select(schema.cases).where(schema.cases.c.id == case_id))).first()
+        if row is None:
+            raise CaseNotFound(f"no case {case_id!r}")
+        return row
+
+    async def show_case(self, case_id: str) -> dict[str, Any]:
+        row = await self.case_row(case_id)
+        note = await queries.credit_note_for_case(self.engine, case_id)
+        return case_json(row, note)
+
+    async def state_of(self, case_id: str) -> Any:
+        return await self.graph.aget_state(self._config(case_id))
+
+    # ---- deciding ----
+
+    async def decide(
+        self,
+        credit_note_id: str,
+        *,
+        approver: str,
+        decision: str,
+        comment: str = "",
+        approver_is_bot: bool = False,
+    ) -> tuple[DecisionOutcome, dict[str, Any]]:
+        """Claim the decision in the database first (compare-and-set), then resume the paused graph."""
+        note = await queries.get_credit_note(self.engine, credit_note_id)
+        if note.case_id is None:
+            raise CaseNotFound(f"{credit_note_id} was not drafted by a case")
+        row = await self.case_row(note.case_id)
+        outcome = await decisions.decide(
+            self.engine,
+            credit_note_id,
+            approver=approver,
+            decision=decision,
+            comment=comment,
+            requester=row.requester,
+            settings=self.approval_settings,
+            approver_is_bot=approver_is_bot,
+        )
+        if outcome.changed:
+            await self.resume(note.case_id, {"approver": approver, "decision": decision, "comment": comment})
+        return outcome, await self.show_case(note.case_id)
+
+    async def resume(self, case_id: str, decision: dict[str, Any]) -> bool:
+        """Resume a case waiting for approval; one resumer at a time per case (advisory lock).
+
+        LangGraph does not stop two concurrent resumes of one thread, and resuming a thread that is not
+        waiting would start a fresh run — so check it is waiting, under the lock, every time.
+        """
+        async with self._case_lock(case_id):
+            state = await self.state_of(case_id)
+            if WAITING_NODE not in (state.next or ()):
+                log.info("case %s is not waiting for approval; not resuming", case_id)
+                return False
+            await self.graph.ainvoke(
+                Command(resume=decision),
+                self._config(case_id),
+                context=self._context(None),
+                durability="sync",
+            )
+        await self.sync_case(case_id)
+        return True
+
+    async def expire_overdue(self) -> list[str]:
+        """Mark overdue drafts expired and let their cases rewrite the customer reply."""
+        expired = await expiry.expire_overdue(self.engine)
+        for credit_note_id in expired:
+            note = await queries.get_credit_note(self.engine, credit_note_id)
+            if note.case_id:
+                await self.resume(note.case_id, {"approver": "system", "decision": "expire", "comment": ""})
+        return expired
+
+    # ---- recovery ----
+
+    async def recover(self) -> list[str]:
+        """At start: finish investigations interrupted by a stop, and deliver decisions not yet applied."""
+        recovered: list[str] = []
+        async with self.engine.connect() as conn:
+            rows = list(
+                await conn.execute(
+                    select(schema.cases).where(
+                        schema.cases.c.status.in_(["investigating", "awaiting_approval"])
+                    )
+                )
+            )
+        for row in rows:
+            state = await self.state_of(row.id)
+            pending = tuple(state.next or ())
+            if row.status == "investigating":
+                if not state.values:  # stopped before the first checkpoint: start over
+                    initial: CaseState = {
+                        "case_id": row.id,
+                        "customer_id": row.customer_id,
+                        "question": row.question,
+                        "requester": row.requester,
+                    }
+                    await self.graph.ainvoke(
+                        initial, self._config(row.id), context=self._context(None), durability="sync"
+                    )
+                elif pending and WAITING_NODE not in pending:
+                    await self.graph.ainvoke(
+                        None, self._config(row.id), context=self._context(None), durability="sync"
+                    )
+                await self.sync_case(row.id)
+                recovered.append(row.id)
+            elif WAITING_NODE in pending:
+                note = await queries.credit_note_for_case(self.engine, row.id)
+                decided = note is not None and note.status != "draft"
+                recover = {"approver": "system", "decision": "recover", "comment": ""}
+                if decided and await self.resume(row.id, recover):
+                    recovered.append(row.id)
+        return recovered
+
+    # ---- internals ----
+
+    async def sync_case(self, case_id: str) -> dict[str, Any]:
+        """Copy the graph's outcome into the cases row (the quick-read summary) and return the case JSON."""
+        values = (await self.state_of(case_id)).values
+        status = values.get("status") or "investigating"
+        async with self.engine.begin() as conn:
+            before = (
+                await conn.execute(select(schema.cases.c.status).where(schema.cases.c.id == case_id))
+            ).scalar_one()
+            await conn.execute(
+                update(schema.cases)
+                .where(schema.cases.c.id == case_id)
+                .values(
+                    customer_id=values.get("customer_id"),
+                    status=status,
+                    findings=values.get("findings"),
+                    reply=values.get("reply"),
+                    escalation_reason=values.get("escalation_reason"),
+                    updated_at=func.now(),
+                )
+            )
+            if before != status:
+                await activity.record(
+                    conn,
+                    "system",
+                    "billsleuth",
+                    f"case.{status}",
+                    "case",
+                    case_id,
+                    {"from": before, "reason": values.get("escalation_reason")},
+                )
+        return await self.show_case(case_id)
+
+    def _config(self, case_id: str) -> dict[str, Any]:
+        return {"configurable": {"thread_id": case_id}, "recursion_limit": 50}
+
+    def _context(self, on_progress: ProgressCallback | None) -> CaseContext:
+        return CaseContext(self.engine, self.configuration, self.approval_settings, on_progress)
+
+    @asynccontextmanager
+    async def _case_lock(self, case_id: str) -> AsyncIterator[None]:
+        async with self.engine.connect() as conn:
+            await conn.execute(text("SELECT pg_advisory_lock(hashtext(:key))"), {"key": f"case:{case_id}"})
+            try:
+                yield
+            finally:
+                await conn.execute(
+                    text("SELECT pg_advisory_unlock(hashtext(:key))"), {"key": f"case:{case_id}"}
+                )
+                await conn.commit()
+
+
+def case_json(row: Any, note: CreditNoteView | None) -> dict[str, Any]:
+    """DESIGN.md's case shape."""
+    findings = row.findings
+    return {
+        "case_id": row.id,
+        "customer_id": row.customer_id,
+        "status": row.status,
+        "findings": (
+            {
+                key: findings[key]
+                for key in ("root_cause", "invoice_ids", "overcharge", "expected_action", "reasoning")
+            }
+            if findings
+            else None
+        ),
+        "credit_note": (
+            {
+                "id": note.id,
+                "invoice_id": note.invoice_id,
+                "amount": fmt(note.amount),
+                "status": note.status,
+                "approvals": note.approvals,
+                "needed": note.needed,
+            }
+            if note
+            else None
+        ),
+        "reply": row.reply,
+        "escalation_reason": row.escalation_reason,
+    }
+
+
+@asynccontextmanager
+async def case_service(
+    libpq_url: str,
+    configuration: Configuration | None = None,
+    approval_settings: ApprovalSettings | None = None,
+) -> AsyncIterator[CaseService]:
+    """A ready CaseService on this database: engine, checkpointer pool, compiled graph."""
+    engine = create_engine(libpq_url)
+    try:
+        async with open_checkpointer(libpq_url) as saver:
+            yield CaseService(
+                engine,
+                build_graph(saver),
+                configuration or Configuration.from_env(),
+                approval_settings or ApprovalSettings.from_env(),
+            )
+    finally:
+        await engine.dispose()

@@ -1,0 +1,40 @@
+"""Graph checkpoints in Postgres: AsyncPostgresSaver on a psycopg AsyncConnectionPool.
+
+The pool is built inside the running event loop, with autocommit (setup() needs it), dict rows (the saver
+reads columns by name) and prepare_threshold=None (safe behind pgbouncer in transaction mode).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+
+def _libpq(url: str) -> str:
+    return "postgresql://" + url.removeprefix("postgres://") if url.startswith("postgres://") else url
+
+
+@asynccontextmanager
+async def open_checkpointer(libpq_url: str, max_size: int = 10) -> AsyncIterator[AsyncPostgresSaver]:
+    pool = AsyncConnectionPool(
+        conninfo=_libpq(libpq_url),
+        min_size=1,
+        max_size=max_size,
+        kwargs={"autocommit": True, "row_factory": dict_row, "prepare_threshold": None},
+        open=False,
+    )
+    await pool.open(wait=True)
+    try:
+        yield AsyncPostgresSaver(pool)  # type: ignore[arg-type]
+    finally:
+        await pool.close()
+
+
+async def setup_checkpointer(libpq_url: str) -> None:
+    """Create or upgrade the saver's own tables (run by `billsleuth db upgrade`)."""
+    async with open_checkpointer(libpq_url, max_size=1) as saver:
+        await saver.setup()

@@ -1,0 +1,244 @@
+"""The investigation graph (thread_id = case id).
+
+intake → investigate → verify → write_up → END                       (explained / escalated)
+                                          ↘ request_approval → await_approval ⟲ → END   (credit cases)
+
+request_approval holds the only side effect before the pause (drafting, idempotent by key), because a node
+that calls interrupt() runs again from its top when resumed. await_approval pauses until a decision has been
+claimed in the database, then re-reads the note (the database is the source of truth): still a draft (one of
+two approvals so far) → wait again; approved → issue; rejected or expired → rewrite the customer reply.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any, Literal
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+from langgraph.types import interrupt
+from sqlalchemy import select
+
+from agent import prompts
+from agent.configuration import CaseContext
+from agent.grounding import EvidenceBook
+from agent.intake import parse_complaint
+from agent.investigators import InvestigationOutcome, auditor_view, investigate_offline
+from agent.state import CaseState
+from agent.tools import ToolContext
+from agent.verify import verify_findings
+from agent.write_up import compose_reply, ungrounded_in_reply
+from approvals import drafting, issuing, queries
+from approvals.models import Refused
+from engine import schema
+from engine.money import fmt
+
+Node = Literal["intake", "investigate", "verify", "write_up", "request_approval", "await_approval"]
+
+
+def _escalate(reason: str) -> dict[str, Any]:
+    return {"status": "escalated", "escalation_reason": reason}
+
+
+def _tools(state: CaseState, context: CaseContext, actor: str) -> ToolContext:
+    return ToolContext(
+        context.engine, state["case_id"], state["customer_id"] or "", actor, on_progress=context.on_progress
+    )
+
+
+async def intake(state: CaseState, runtime: Runtime[CaseContext]) -> dict[str, Any]:
+    context = runtime.context
+    context.progress({"type": "step", "step": "intake"})
+    complaint = parse_complaint(state["question"])
+    customer_id = state.get("customer_id") or complaint.customer_id
+    update: dict[str, Any] = {
+        "language": complaint.language,
+        "month": complaint.month,
+        "amount": fmt(complaint.amount) if complaint.amount is not None else None,
+        "customer_id": customer_id,
+        "evidence": [],
+        "decisions": [],
+    }
+    known = False
+    if customer_id:
+        async with context.engine.connect() as conn:
+            found = await conn.execute(
+                select(schema.customers.c.id).where(schema.customers.c.id == customer_id)
+            )
+            known = found.first() is not None
+    if not known:
+        ask = prompts.ask_for_customer(complaint.language)
+        if customer_id:
+            ask = f"I can't find customer {customer_id} in the ledger. " + ask
+        return {**update, "status": "needs_customer", "reply": {"customer_message": "", "internal_note": ask}}
+    return {**update, "status": "investigating"}
+
+
+def after_intake(state: CaseState) -> Literal["investigate", "__end__"]:
+    return "investigate" if state.get("status") == "investigating" else END
+
+
+async def investigate(state: CaseState, runtime: Runtime[CaseContext]) -> dict[str, Any]:
+    context = runtime.context
+    configuration = context.configuration
+    context.progress({"type": "step", "step": "investigate", "investigator": configuration.investigator})
+    evidence = EvidenceBook()
+    month = state.get("month")
+    amount = Decimal(state["amount"]) if state.get("amount") else None
+    actor = f"agent:{configuration.investigator}"
+    tools = _tools(state, context, actor)
+    if configuration.investigator == "llm":
+        from agent.llm import investigate_with_model  # the openai SDK only when a model is configured
+
+        outcome: InvestigationOutcome = await investigate_with_model(
+            tools, evidence, configuration, state["question"], month, state.get("amount")
+        )
+        auditor = await auditor_view(_tools(state, context, "system:auditor"), month, amount)
+    else:
+        outcome, auditor = await investigate_offline(tools, evidence, month, amount)
+    update: dict[str, Any] = {
+        "investigator": configuration.investigator,
+        "findings": outcome.findings,
+        "auditor": auditor,
+        "variant": auditor.get("variant"),
+        "evidence": evidence.items,
+    }
+    if outcome.findings is None:
+        return {**update, **_escalate(outcome.escalation_reason or "the investigator reached no conclusion")}
+    context.progress({"type": "finding", "findings": outcome.findings})
+    return update
+
+
+async def verify(state: CaseState, runtime: Runtime[CaseContext]) -> dict[str, Any]:
+    context = runtime.context
+    context.progress({"type": "step", "step": "verify"})
+    evidence = EvidenceBook(state.get("evidence", []))
+    findings = state.get("findings")
+    assert findings is not None
+    verdict = await verify_findings(
+        _tools(state, context, "system:verify"), findings, state.get("auditor") or {}, evidence
+    )
+    update: dict[str, Any] = {"evidence": evidence.items, "target_invoice_id": verdict.target_invoice_id}
+    if not verdict.ok:
+        return {**update, **_escalate(verdict.reason or "the findings could not be verified")}
+    return update
+
+
+def after_check(state: CaseState) -> Literal["continue", "__end__"]:
+    return END if state.get("status") == "escalated" else "continue"
+
+
+async def write_up(state: CaseState, runtime: Runtime[CaseContext]) -> dict[str, Any]:
+    context = runtime.context
+    context.progress({"type": "step", "step": "write_up"})
+    evidence = EvidenceBook(state.get("evidence", []))
+    findings = state["findings"]
+    target = state["target_invoice_id"]
+    assert findings is not None and target is not None
+    reply = compose_reply(
+        state.get("language", "en"),
+        findings,
+        target,
+        state.get("variant"),
+        evidence,
+        state.get("investigator", ""),
+    )
+    stray = ungrounded_in_reply(reply, evidence)
+    if stray:
+        return _escalate(f"the write-up states numbers the ledger does not support: {', '.join(stray)}")
+    status = "awaiting_approval" if findings["expected_action"] == "credit_note" else "explained"
+    return {"reply": reply, "status": status}
+
+
+def after_write_up(state: CaseState) -> Literal["request_approval", "__end__"]:
+    return "request_approval" if state.get("status") == "awaiting_approval" else END
+
+
+async def request_approval(state: CaseState, runtime: Runtime[CaseContext]) -> dict[str, Any]:
+    """Code drafts the credit note for exactly the verified amount, on the invoice the evidence names."""
+    context = runtime.context
+    context.progress({"type": "step", "step": "request_approval"})
+    findings = state["findings"]
+    assert findings is not None
+    try:
+        note, created = await drafting.draft_credit_note(
+            context.engine,
+            case_id=state["case_id"],
+            invoice_id=state["target_invoice_id"] or "",
+            amount=Decimal(findings["overcharge"]),
+            root_cause=findings["root_cause"],
+            memo=(state.get("reply") or {}).get("customer_message", ""),
+            settings=context.approval_settings,
+        )
+    except Refused as refusal:
+        return _escalate(f"the credit note could not be drafted ({refusal.rule}): {refusal.message}")
+    context.progress({"type": "credit_note", "credit_note_id": note.id, "created": created})
+    return {"credit_note": note_state(note)}
+
+
+def note_state(note: Any) -> dict[str, Any]:
+    return {
+        "id": note.id,
+        "invoice_id": note.invoice_id,
+        "amount": fmt(note.amount),
+        "status": note.status,
+        "approvals": note.approvals,
+        "needed": note.needed,
+    }
+
+
+async def await_approval(state: CaseState, runtime: Runtime[CaseContext]) -> dict[str, Any]:
+    context = runtime.context
+    note = state["credit_note"]
+    assert note is not None
+    decision = interrupt({"credit_note_id": note["id"], "amount": note["amount"], "needed": note["needed"]})
+    current = await queries.get_credit_note(context.engine, note["id"])
+    decisions = [*state.get("decisions", []), decision]
+    language = state.get("language", "en")
+    reply = dict(state.get("reply") or {})
+    findings = state["findings"]
+    assert findings is not None
+    if current.status == "approved":
+        try:
+            await issuing.issue(context.engine, note["id"], context.approval_settings)
+        except Refused as refusal:
+            return {
+                "decisions": decisions,
+                "credit_note": note_state(current),
+                **_escalate(f"issuing {note['id']} was refused ({refusal.rule}): {refusal.message}"),
+            }
+        current = await queries.get_credit_note(context.engine, note["id"])
+    if current.status == "issued":
+        reply["customer_message"] = (
+            reply.get("customer_message", "").rstrip()
+            + "\n\n"
+            + prompts.issued_addendum(language, current.id, fmt(current.amount))
+        )
+    elif current.status in ("rejected", "expired"):
+        reply["customer_message"] = prompts.rejected_reply(language, findings["invoice_ids"][:1])
+    status = {"issued": "issued", "rejected": "rejected", "expired": "expired"}.get(
+        current.status, "awaiting_approval"
+    )
+    return {"decisions": decisions, "credit_note": note_state(current), "reply": reply, "status": status}
+
+
+def after_approval(state: CaseState) -> Literal["await_approval", "__end__"]:
+    return "await_approval" if state.get("status") == "awaiting_approval" else END
+
+
+def build_graph(checkpointer: Any = None) -> Any:
+    graph = StateGraph(CaseState, context_schema=CaseContext)
+    graph.add_node("intake", intake)
+    graph.add_node("investigate", investigate)
+    graph.add_node("verify", verify)
+    graph.add_node("write_up", write_up)
+    graph.add_node("request_approval", request_approval)
+    graph.add_node("await_approval", await_approval)
+    graph.add_edge(START, "intake")
+    graph.add_conditional_edges("intake", after_intake, ["investigate", END])
+    graph.add_conditional_edges("investigate", after_check, {"continue": "verify", END: END})
+    graph.add_conditional_edges("verify", after_check, {"continue": "write_up", END: END})
+    graph.add_conditional_edges("write_up", after_write_up, ["request_approval", END])
+    graph.add_conditional_edges("request_approval", after_check, {"continue": "await_approval", END: END})
+    graph.add_conditional_edges("await_approval", after_approval, ["await_approval", END])
+    return graph.compile(checkpointer=checkpointer)

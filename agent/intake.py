@@ -1,0 +1,74 @@
+"""Reading a complaint: which customer, which month, which amount, which language. Pure text parsing."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from decimal import Decimal
+
+from agent.prompts import Language, language_of
+
+CUSTOMER_ID = re.compile(r"\bC-(\d{4,6})\b", re.IGNORECASE)
+AMOUNT = re.compile(r"(?<![\w.-])(\d{1,3}(?:,\d{3})+|\d+)\.(\d{2})(?![\d])")
+CHINESE_MONTH = re.compile(r"(?<!\d)(1[0-2]|0?[1-9])\s*月")
+ISO_MONTH = re.compile(r"\b20\d{2}-(0[1-9]|1[0-2])\b")
+MONTHS = {
+    name: number
+    for number, names in enumerate(
+        [
+            ("january", "jan"),
+            ("february", "feb"),
+            ("march", "mar"),
+            ("april", "apr"),
+            ("may",),
+            ("june", "jun"),
+            ("july", "jul"),
+            ("august", "aug"),
+            ("september", "sep", "sept"),
+            ("october", "oct"),
+            ("november", "nov"),
+            ("december", "dec"),
+        ],
+        start=1,
+    )
+    for name in names
+}
+ENGLISH_MONTH = re.compile(
+    r"\b(" + "|".join(sorted(MONTHS, key=len, reverse=True)) + r")\b\.?", re.IGNORECASE
+)
+
+
+@dataclass(frozen=True)
+class Complaint:
+    customer_id: str | None
+    month: int | None
+    amount: Decimal | None
+    language: Language
+
+
+def parse_complaint(text: str) -> Complaint:
+    customer = CUSTOMER_ID.search(text)
+    amount = AMOUNT.search(text)
+    return Complaint(
+        customer_id=f"C-{customer.group(1)}" if customer else None,
+        month=_month(text),
+        amount=Decimal(f"{amount.group(1).replace(',', '')}.{amount.group(2)}") if amount else None,
+        language=language_of(text),
+    )
+
+
+def _month(text: str) -> int | None:
+    for pattern in (CHINESE_MONTH, ISO_MONTH):
+        found = pattern.search(text)
+        if found:
+            return int(found.group(1))
+    found = ENGLISH_MONTH.search(text)
+    if found and not (found.group(1).lower() == "may" and _may_is_a_verb(text, found.start())):
+        return MONTHS[found.group(1).lower()]
+    return None
+
+
+def _may_is_a_verb(text: str, at: int) -> bool:
+    """'may' is a month in 'in May' / 'May invoice', a verb in 'you may have'."""
+    before = text[max(0, at - 6) : at].lower()
+    return text[at].islower() and not before.rstrip().endswith(("in", "of", "for"))

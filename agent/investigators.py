@@ -1,0 +1,74 @@
+"""Investigators: who reads the ledger and proposes findings. Offline = the deterministic auditor.
+
+Both go through the same audited read-only tools, so the approver sees the same kind of trail whichever ran.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from agent.auditor import investigate as audit_investigate
+from agent.grounding import EvidenceBook
+from agent.state import Findings
+from agent.tools import ToolContext, call_tool, ledger_as_of
+from engine.ledger import load_ledger, load_price_book
+from engine.money import fmt
+
+OVERVIEW_TOOLS = ("get_customer", "list_invoices", "list_payments", "list_subscription_events")
+
+
+@dataclass
+class InvestigationOutcome:
+    findings: Findings | None
+    escalation_reason: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+async def auditor_view(ctx: ToolContext, month: int | None, amount: Decimal | None) -> dict[str, Any]:
+    """The deterministic auditor's conclusion for this case (code reading the ledger, not a model)."""
+    async with ctx.engine.connect() as conn:
+        ledger = await load_ledger(conn, ctx.customer_id)
+        book = await load_price_book(conn)
+    result = audit_investigate(ledger, book, ledger_as_of(ledger), month, amount)
+    return {
+        "root_cause": result.root_cause,
+        "invoice_ids": list(result.invoice_ids),
+        "overcharge": fmt(result.overcharge),
+        "expected_action": result.expected_action,
+        "reasoning": result.reasoning,
+        "variant": getattr(result, "variant", None),
+        "evidence": list(result.evidence),
+    }
+
+
+async def gather_overview(ctx: ToolContext, evidence: EvidenceBook) -> list[str]:
+    """Call the overview tools and recompute every invoice; returns the invoice ids seen."""
+    invoice_ids: list[str] = []
+    for tool in OVERVIEW_TOOLS:
+        result = await call_tool(ctx, tool, {})
+        if result.ok:
+            evidence.harvest(tool, result.data)
+            if tool == "list_invoices":
+                invoice_ids = [inv["id"] for inv in result.data["invoices"]]
+    for invoice_id in invoice_ids:
+        result = await call_tool(ctx, "recompute_invoice", {"invoice_id": invoice_id})
+        if result.ok:
+            evidence.harvest("recompute_invoice", result.data)
+    return invoice_ids
+
+
+async def investigate_offline(
+    ctx: ToolContext, evidence: EvidenceBook, month: int | None, amount: Decimal | None
+) -> tuple[InvestigationOutcome, dict[str, Any]]:
+    await gather_overview(ctx, evidence)
+    view = await auditor_view(ctx, month, amount)
+    findings: Findings = {
+        "root_cause": view["root_cause"],
+        "invoice_ids": view["invoice_ids"],
+        "overcharge": view["overcharge"],
+        "expected_action": view["expected_action"],
+        "reasoning": view["reasoning"],
+    }
+    return InvestigationOutcome(findings), view

@@ -1,0 +1,411 @@
+"""The read-only tools: the only tools a model ever sees, and the ones the offline auditor calls too.
+
+Every call is scoped to the case's customer (another customer's invoice is an error, not data), has its
+arguments validated by pydantic, and is written to audit_log with the case id and the actor.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import date
+from decimal import Decimal
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from sqlalchemy import insert
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from engine import schema
+from engine.billing import local_date
+from engine.diff import InvoiceCheck, check_ledger
+from engine.ledger import UnknownCustomer, load_ledger, load_price_book
+from engine.model import CustomerLedger, Invoice
+from engine.money import fmt
+
+INVOICE_ID = r"^INV-[0-9A-Za-z-]{1,40}$"
+
+ProgressCallback = Callable[[dict[str, Any]], None]
+
+
+class ToolError(Exception):
+    """A tool refused the call (bad arguments, unknown or foreign id): the caller sees the message."""
+
+
+@dataclass
+class ToolContext:
+    engine: AsyncEngine
+    case_id: str
+    customer_id: str
+    actor: str  # "agent:offline", "agent:llm", "system:verify", "approver:U123"
+    on_progress: ProgressCallback | None = None
+    calls: list[dict[str, Any]] = field(default_factory=list)  # this run's trail, in order
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    tool: str
+    args: dict[str, Any]
+    ok: bool
+    data: Any = None
+    error: str | None = None
+
+    def for_model(self) -> str:
+        return json.dumps(self.data if self.ok else {"error": self.error}, ensure_ascii=False)
+
+
+# ---- argument models (the JSON schema a model sees comes from these) ----
+
+
+class NoArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class InvoiceArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    invoice_id: str = Field(
+        pattern=INVOICE_ID, description='An invoice id of this customer, e.g. "INV-0001-05".'
+    )
+
+
+class PaymentArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    invoice_id: str | None = Field(
+        default=None, pattern=INVOICE_ID, description="Only this invoice's payments (optional)."
+    )
+
+
+# ---- helpers that turn ledger objects into plain JSON ----
+
+
+def _day(value: date | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+def _money(value: Decimal) -> str:
+    return fmt(value)
+
+
+def invoice_header(invoice: Invoice) -> dict[str, Any]:
+    return {
+        "id": invoice.id,
+        "subscription_id": invoice.subscription_id,
+        "period_start": _day(invoice.period_start),
+        "period_end": _day(invoice.period_end),
+        "issued_at": _day(invoice.issued_at),
+        "status": invoice.status,
+        "subtotal": _money(invoice.subtotal),
+        "discount": _money(invoice.discount),
+        "tax": _money(invoice.tax),
+        "total": _money(invoice.total),
+        "currency": invoice.currency,
+    }
+
+
+def invoice_with_lines(invoice: Invoice) -> dict[str, Any]:
+    return {
+        **invoice_header(invoice),
+        "lines": [
+            {
+                "kind": line.kind,
+                "description": line.description,
+                "quantity": line.quantity,
+                "unit_amount": _money(line.unit_amount),
+                "amount": _money(line.amount),
+                "period_start": _day(line.period_start),
+                "period_end": _day(line.period_end),
+                "tax_code": line.tax_code,
+            }
+            for line in invoice.lines
+        ],
+    }
+
+
+def check_json(check: InvoiceCheck) -> dict[str, Any]:
+    if not check.should_exist:
+        verdict = "should not exist: the billing rules produce no such invoice"
+        if check.expected_invoice_id:
+            verdict += f" (the rules' invoice for this period is {check.expected_invoice_id})"
+    elif check.billing_difference == 0:
+        verdict = "billed amount matches the billing rules"
+    else:
+        verdict = "billed amount differs from the billing rules"
+    return {
+        "invoice_id": check.invoice_id,
+        "period_start": _day(check.period_start),
+        "period_end": _day(check.period_end),
+        "billed_total": _money(check.billed_total),
+        "should_exist": check.should_exist,
+        "expected_invoice_id": check.expected_invoice_id,
+        "should_bill": _money(check.should_pay),
+        "difference": _money(check.billing_difference),
+        "paid_total": _money(check.paid_total),
+        "successful_payments": check.successful_payments,
+        "overcharge": _money(check.overcharge),
+        "credited_total": _money(check.credited_total),
+        "line_diffs": [
+            {
+                "kind": d.kind,
+                "billed_description": d.billed_description,
+                "expected_description": d.expected_description,
+                "billed": _money(d.billed),
+                "expected": _money(d.expected),
+                "difference": _money(d.difference),
+            }
+            for d in check.line_diffs
+        ],
+        "expected_lines": invoice_with_lines(check.expected)["lines"] if check.expected else [],
+        "verdict": verdict,
+    }
+
+
+def ledger_as_of(ledger: CustomerLedger) -> date:
+    """Judge periods up to the latest invoice issued (periods not billed yet are not findings)."""
+    return max((inv.issued_at for inv in ledger.invoices), default=date.today())
+
+
+# ---- the tools ----
+
+
+async def _ledger(ctx: ToolContext) -> CustomerLedger:
+    async with ctx.engine.connect() as conn:
+        try:
+            return await load_ledger(conn, ctx.customer_id)
+        except UnknownCustomer as error:
+            raise ToolError(str(error)) from None
+
+
+def _own_invoice(ledger: CustomerLedger, invoice_id: str) -> Invoice:
+    for invoice in ledger.invoices:
+        if invoice.id == invoice_id:
+            return invoice
+    raise ToolError(f"{invoice_id} is not an invoice of customer {ledger.customer.id}")
+
+
+async def get_customer(ctx: ToolContext, _: NoArgs) -> dict[str, Any]:
+    ledger = await _ledger(ctx)
+    c = ledger.customer
+    return {
+        "id": c.id,
+        "name": c.name,
+        "country": c.country,
+        "currency": c.currency,
+        "tax_region": c.tax_region,
+        "subscriptions": [
+            {
+                "id": s.id,
+                "start_date": _day(s.start_date),
+                "billing_anchor_day": s.billing_anchor_day,
+                "coupon_id": s.coupon_id,
+            }
+            for s in ledger.subscriptions
+        ],
+    }
+
+
+async def list_invoices(ctx: ToolContext, _: NoArgs) -> dict[str, Any]:
+    ledger = await _ledger(ctx)
+    return {"invoices": [invoice_header(inv) for inv in ledger.invoices]}
+
+
+async def get_invoice(ctx: ToolContext, args: InvoiceArgs) -> dict[str, Any]:
+    return invoice_with_lines(_own_invoice(await _ledger(ctx), args.invoice_id))
+
+
+async def list_payments(ctx: ToolContext, args: PaymentArgs) -> dict[str, Any]:
+    ledger = await _ledger(ctx)
+    if args.invoice_id:
+        _own_invoice(ledger, args.invoice_id)
+    return {
+        "payments": [
+            {
+                "id": p.id,
+                "invoice_id": p.invoice_id,
+                "amount": _money(p.amount),
+                "status": p.status,
+                "attempted_at": p.attempted_at.isoformat(),
+                "gateway_ref": p.gateway_ref,
+            }
+            for p in ledger.payments
+            if args.invoice_id in (None, p.invoice_id)
+        ]
+    }
+
+
+async def list_subscription_events(ctx: ToolContext, _: NoArgs) -> dict[str, Any]:
+    ledger = await _ledger(ctx)
+    country = ledger.customer.country
+    return {
+        "events": [
+            {
+                "id": ev.id,
+                "subscription_id": sub.id,
+                "type": ev.type,
+                "effective_at": ev.effective_at.isoformat(),
+                "customer_local_date": local_date(ev.effective_at, country).isoformat(),
+                "payload": ev.payload,
+            }
+            for sub in ledger.subscriptions
+            for ev in sorted(sub.events, key=lambda e: e.effective_at)
+        ]
+    }
+
+
+async def get_price_book(ctx: ToolContext, _: NoArgs) -> dict[str, Any]:
+    async with ctx.engine.connect() as conn:
+        book = await load_price_book(conn)
+    return {
+        "plans": [
+            {"id": p.id, "name": p.name, "interval": p.interval, "unit_price": _money(p.unit_price)}
+            for p in book.plans.values()
+        ],
+        "coupons": [
+            {"id": c.id, "kind": c.kind, "value": f"{c.value}", "duration_months": c.duration_months}
+            for c in book.coupons.values()
+        ],
+        "tax_rates": [
+            {
+                "code": r.code,
+                "region": r.region,
+                "rate": f"{r.rate.normalize():f}",
+                "valid_from": _day(r.valid_from),
+                "valid_to": _day(r.valid_to),
+            }
+            for r in book.tax_rates
+        ],
+    }
+
+
+async def recompute(ctx: ToolContext, invoice_id: str) -> InvoiceCheck:
+    ledger = await _ledger(ctx)
+    _own_invoice(ledger, invoice_id)
+    async with ctx.engine.connect() as conn:
+        book = await load_price_book(conn)
+    for check in check_ledger(ledger, book, ledger_as_of(ledger)):
+        if check.invoice_id == invoice_id:
+            return check
+    raise ToolError(f"{invoice_id} was issued after the ledger's as-of date")
+
+
+async def recompute_invoice(ctx: ToolContext, args: InvoiceArgs) -> dict[str, Any]:
+    return check_json(await recompute(ctx, args.invoice_id))
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str
+    args_model: type[BaseModel]
+    run: Callable[[ToolContext, Any], Awaitable[dict[str, Any]]]
+
+
+READ_TOOLS: dict[str, ToolSpec] = {
+    spec.name: spec
+    for spec in [
+        ToolSpec("get_customer", "The customer's profile and subscriptions.", NoArgs, get_customer),
+        ToolSpec("list_invoices", "All invoices of the customer (headers, no lines).", NoArgs, list_invoices),
+        ToolSpec("get_invoice", "One invoice of the customer with its lines.", InvoiceArgs, get_invoice),
+        ToolSpec(
+            "list_payments",
+            "Payments of the customer, optionally for one invoice.",
+            PaymentArgs,
+            list_payments,
+        ),
+        ToolSpec(
+            "list_subscription_events",
+            "Subscription events (create, upgrade, downgrade, quantity_change, cancel, pause, resume) "
+            "with the customer's local date of each.",
+            NoArgs,
+            list_subscription_events,
+        ),
+        ToolSpec(
+            "get_price_book",
+            "Plans, coupons and tax rates with their validity windows.",
+            NoArgs,
+            get_price_book,
+        ),
+        ToolSpec(
+            "recompute_invoice",
+            "Recompute an invoice with the reference billing rules: billed vs should-have-billed, "
+            "the differing lines, paid total, successful payment count, and overcharge = paid − should "
+            "have paid.",
+            InvoiceArgs,
+            recompute_invoice,
+        ),
+    ]
+}
+
+
+def _digest(data: Any) -> str:
+    canonical = json.dumps(data, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+async def _audit(ctx: ToolContext, result: ToolResult) -> None:
+    async with ctx.engine.begin() as conn:
+        await conn.execute(
+            insert(schema.audit_log).values(
+                case_id=ctx.case_id,
+                actor=ctx.actor,
+                tool=result.tool,
+                args=result.args,
+                ok=result.ok,
+                result_digest=_digest(result.data if result.ok else {"error": result.error}),
+            )
+        )
+
+
+def _parse_args(raw: dict[str, Any] | str | None) -> dict[str, Any]:
+    if raw is None or raw == "":
+        return {}
+    if isinstance(raw, str):
+        try:
+            parsed = json.loads(raw)
+        except json.JSONDecodeError as error:
+            raise ToolError(f"arguments are not valid JSON: {error.msg}") from None
+    else:
+        parsed = raw
+    if not isinstance(parsed, dict):
+        raise ToolError("arguments must be a JSON object")
+    return parsed
+
+
+async def call_tool(ctx: ToolContext, name: str, raw_args: dict[str, Any] | str | None = None) -> ToolResult:
+    """Validate, run, audit and report one read-only tool call. Never raises for the caller's mistakes."""
+    args: dict[str, Any] = {}
+    try:
+        args = _parse_args(raw_args)
+        spec = READ_TOOLS.get(name)
+        if spec is None:
+            raise ToolError(f"unknown tool {name!r}; available: {', '.join(READ_TOOLS)}")
+        try:
+            validated = spec.args_model.model_validate(args)
+        except ValidationError as error:
+            first = error.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "arguments"
+            raise ToolError(f"invalid arguments for {name}: {where}: {first['msg']}") from None
+        result = ToolResult(name, args, True, await spec.run(ctx, validated))
+    except ToolError as error:
+        result = ToolResult(name, args, False, error=str(error))
+    await _audit(ctx, result)
+    ctx.calls.append({"tool": name, "args": args, "ok": result.ok, "error": result.error})
+    if ctx.on_progress:
+        ctx.on_progress({"type": "tool", "tool": name, "args": args, "ok": result.ok})
+    return result
+
+
+def openai_tool_specs() -> list[dict[str, Any]]:
+    """The function-calling schema for the read tools (submit_findings is added by the LLM investigator)."""
+    specs = []
+    for spec in READ_TOOLS.values():
+        parameters = spec.args_model.model_json_schema()
+        parameters.pop("title", None)
+        specs.append(
+            {
+                "type": "function",
+                "function": {"name": spec.name, "description": spec.description, "parameters": parameters},
+            }
+        )
+    return specs
