@@ -63,7 +63,7 @@ def _money(obj: dict[str, Any], key: str, where: str) -> Decimal:
         )
     try:
         return money(value)
-    except ValueError:
+    except (ValueError, ArithmeticError):  # ArithmeticError: too many digits to hold to the cent
         raise BillingError(f"{where}.{key} is not an amount: {value!r}") from None
 
 
@@ -74,9 +74,12 @@ def _decimal(obj: dict[str, Any], key: str, where: str) -> Decimal:
             f'{where}.{key} must be a decimal string like "0.06", not a JSON {type(value).__name__}'
         )
     try:
-        return Decimal(value)
+        number = Decimal(value)
     except ArithmeticError:
         raise BillingError(f"{where}.{key} is not a number: {value!r}") from None
+    if not number.is_finite():
+        raise BillingError(f"{where}.{key} is not a finite number: {value!r}")
+    return number
 
 
 def _int(obj: dict[str, Any], key: str, where: str) -> int:
@@ -182,6 +185,8 @@ def parse_request(data: Any) -> DryRun:
     if not 1 <= anchor <= 28:
         raise BillingError(f"subscription.billing_anchor_day must be 1–28, got {anchor}")
     coupon_id = s.get("coupon_id")
+    if coupon_id is not None and not isinstance(coupon_id, str):
+        raise BillingError("subscription.coupon_id must be a coupon id string or null")
     events = _field(data, "events", "input")
     if not isinstance(events, list):
         raise BillingError("events must be a JSON list")
@@ -190,7 +195,7 @@ def parse_request(data: Any) -> DryRun:
         customer.id,
         _date(_field(s, "start_date", "subscription"), "subscription.start_date"),
         anchor,
-        coupon_id if isinstance(coupon_id, str) and coupon_id else None,
+        coupon_id or None,
         [_event(e, f"events[{i}]") for i, e in enumerate(events)],
     )
     plans = {p.id: p for p in _list(data, "plans", _plan, list(PLANS.values()))}
@@ -206,9 +211,15 @@ def parse_request(data: Any) -> DryRun:
 
 def run(request: DryRun) -> list[Invoice]:
     coupon = request.coupons.get(request.subscription.coupon_id) if request.subscription.coupon_id else None
-    return build_invoices(
-        request.customer, request.subscription, request.plans, coupon, request.tax_rates, request.until
-    )
+    try:
+        return build_invoices(
+            request.customer, request.subscription, request.plans, coupon, request.tax_rates, request.until
+        )
+    except ArithmeticError:
+        # Decimal's context gives up on figures with more digits than it keeps (absurd prices, seats, coupons)
+        raise BillingError(
+            "the prices, seat counts or coupon values are too large to bill to the cent"
+        ) from None
 
 
 def _day(value: date | None) -> str | None:

@@ -219,6 +219,22 @@ def _int_price(data: dict[str, Any]) -> None:
     data["plans"] = [{"id": "team-m", "name": "Team", "interval": "month", "unit_price": 39}]
 
 
+def _coupon(value: str) -> Callable[[dict[str, Any]], None]:
+    def mutate(data: dict[str, Any]) -> None:
+        data["subscription"]["coupon_id"] = "ODD"
+        data["coupons"] = [{"id": "ODD", "kind": "percent", "value": value, "duration_months": 3}]
+
+    return mutate
+
+
+def _nan_rate(data: dict[str, Any]) -> None:
+    data["tax_rates"] = [{"code": "CN-X", "region": "CN", "rate": "NaN", "valid_from": "2020-01-01"}]
+
+
+def _huge_price(data: dict[str, Any]) -> None:
+    data["plans"] = [{"id": "team-m", "name": "Team", "interval": "month", "unit_price": "1e30"}]
+
+
 ERRORS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     "missing field": (lambda d: _drop(d["customer"], "tax_region"), "customer.tax_region is missing"),
     "money as a JSON float": (_float_price, "plans[0].unit_price must be a money string"),
@@ -229,6 +245,17 @@ ERRORS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     "month to year switch": (
         lambda d: _set(d["events"][1]["payload"], "to_plan", "team-y"),
         "switching between monthly and yearly billing is not supported",
+    ),
+    "coupon id not a string": (
+        lambda d: _set(d["subscription"], "coupon_id", 20),
+        "subscription.coupon_id must be a coupon id string or null",
+    ),
+    "tax rate not a number": (_nan_rate, "tax_rates[0].rate is not a finite number"),
+    "coupon value not finite": (_coupon("Infinity"), "coupons[0].value is not a finite number"),
+    "unit price beyond cents precision": (_huge_price, "plans[0].unit_price"),
+    "seat count beyond cents precision": (
+        lambda d: _set(d["events"][0]["payload"], "quantity", 10**30),
+        "too large to bill to the cent",
     ),
     "naive timestamp": (
         lambda d: _set(d["events"][1], "effective_at", "2026-06-20T10:00:00"),
