@@ -1,0 +1,353 @@
+"""The deterministic auditor: every invoice a customer paid more on than the rules say, and why.
+
+Pure (no I/O): it takes one customer's ledger, the price book and the date to judge up to. The engine's
+diff gives billed vs should-have-billed per invoice; the detectors in agent.audit_causes name the bug
+from the ledger alone, as a finance analyst would, and back it with the figures. The offline
+investigator and `billsleuth audit` both stand on it; no ground truth is ever read here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import date
+from decimal import Decimal
+from typing import Any, Literal
+
+from agent.audit_causes import ROOT_CAUSES, Context, diagnose, lines_of, plural, quote
+from engine.billing import months_between, tax_percent
+from engine.diff import InvoiceCheck, check_ledger
+from engine.model import CustomerLedger, Invoice, Line, PriceBook
+from engine.money import ZERO, fmt, money
+
+__all__ = [
+    "BENIGN_VARIANTS",
+    "NO_ERROR",
+    "ROOT_CAUSES",
+    "UNKNOWN",
+    "Finding",
+    "Investigation",
+    "audit_customer",
+    "audit_ledgers",
+    "investigate",
+]
+
+UNKNOWN = "unknown_discrepancy"
+NO_ERROR = "no_error"
+BENIGN_VARIANTS = ("upgrade_proration", "tax_line", "coupon_ended", "annual_renewal")
+Action = Literal["credit_note", "explain_only"]
+
+SUMMARY = {
+    "proration_wrong_days": "the plan-change proration was computed on a 30-day month instead of the "
+    "period's real length",
+    "proration_missing_credit": "the plan change charged the new plan's remaining days but never credited "
+    "the old plan's unused days",
+    "duplicate_charge": "the invoice was correct but the card was charged for it twice",
+    "duplicate_invoice": "a second invoice was issued and paid for a period that already had its invoice",
+    "expired_tax_rate": "tax was charged at a rate that had already expired for the customer's region",
+    "wrong_tax_region": "tax was charged at another region's rate",
+    "coupon_not_applied": "the coupon was still within its months but no discount was given",
+    "coupon_wrong_base": "the percent coupon was applied to the recurring charge only, not the whole "
+    "subtotal including prorations",
+    "quantity_change_ignored": "the seat reduction was ignored: the invoice still bills the old seat count "
+    "and has no proration",
+    "cancel_not_respected": "the subscription was cancelled at period end but was billed for a later period",
+    "timezone_change_date": "the plan change was dated by its UTC date instead of the customer's local "
+    "date, so the proration counts an extra day",
+    "wrong_plan_price": "the recurring charge used a unit price that differs from the price book",
+    UNKNOWN: "the customer paid more than the rules say, but the bill matches none of the known bugs",
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One invoice the customer paid more on than the rules say."""
+
+    customer_id: str
+    invoice_id: str
+    root_cause: str  # one of ROOT_CAUSES, or UNKNOWN
+    overcharge: Decimal  # paid − should have paid − already credited; always > 0
+    evidence: list[str]
+    related_invoice_ids: list[str] = field(default_factory=list)  # e.g. the original of a duplicate
+    issued_at: date | None = None
+    billed_total: Decimal = ZERO
+
+    def as_json(self) -> dict[str, Any]:
+        """The `audit --json` shape: money as a two-decimal string."""
+        return {
+            "customer_id": self.customer_id,
+            "invoice_id": self.invoice_id,
+            "root_cause": self.root_cause,
+            "overcharge": fmt(self.overcharge),
+            "evidence": list(self.evidence),
+        }
+
+
+@dataclass(frozen=True)
+class Investigation:
+    """The offline investigator's answer to one complaint."""
+
+    root_cause: str  # one of ROOT_CAUSES, NO_ERROR, or UNKNOWN when the bill matches no known bug
+    invoice_ids: list[str]  # the invoice to act on first (for duplicate_invoice the extra copy)
+    overcharge: Decimal  # ZERO for no_error
+    expected_action: Action
+    reasoning: str
+    evidence: list[str]
+    variant: str | None = None  # for no_error: what the bill holds that the customer may not expect
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "root_cause": self.root_cause,
+            "invoice_ids": list(self.invoice_ids),
+            "overcharge": fmt(self.overcharge),
+            "expected_action": self.expected_action,
+            "reasoning": self.reasoning,
+            "evidence": list(self.evidence),
+            "variant": self.variant,
+        }
+
+
+# ---------- the audit ----------
+
+
+def overpaid(check: InvoiceCheck) -> bool:
+    """Whether the customer actually paid (net of credit notes) more than is due on this invoice.
+
+    A rules total below zero (a big downgrade's credit) is due as nothing; such a correct invoice that
+    nobody paid is not a finding, though paid − due would be positive.
+    """
+    return money(check.paid_total - check.credited_total) > max(check.should_pay, ZERO)
+
+
+def _money_evidence(check: InvoiceCheck) -> tuple[list[str], str]:
+    """The figures every finding rests on: billed vs the rules, what was paid, and the overcharge."""
+    billed = f"{check.invoice_id} billed {fmt(check.billed_total)}"
+    if check.should_exist:
+        billed += f"; the rules give {fmt(check.should_pay)}"
+    elif check.expected_invoice_id is not None:
+        billed += (
+            f"; the rules' invoice for its period is {check.expected_invoice_id}, so nothing is due on it"
+        )
+    else:
+        billed += "; the rules give no invoice for its period"
+    facts = [
+        billed,
+        f"paid {fmt(check.paid_total)} in {plural(check.successful_payments, 'successful payment')}",
+    ]
+    if check.should_pay < ZERO:
+        facts.append(
+            f"the rules' total is negative: {fmt(-check.should_pay)} is owed back on top of all that was paid"
+        )
+    sums = f"paid {fmt(check.paid_total)} − due {fmt(check.should_pay)}"
+    if check.credited_total > ZERO:
+        facts.append(f"{fmt(check.credited_total)} already credited on {check.invoice_id}")
+        sums += f" − credited {fmt(check.credited_total)}"
+    return facts, f"overcharge {fmt(check.outstanding)} ({sums})"
+
+
+def _unknown_evidence(check: InvoiceCheck) -> list[str]:
+    return [
+        f"line '{d.billed_description or d.expected_description}' ({d.kind}) billed {fmt(d.billed)}, "
+        f"the rules say {fmt(d.expected)}"
+        for d in check.line_diffs
+    ]
+
+
+def _finding(ledger: CustomerLedger, book: PriceBook, check: InvoiceCheck, billed: Invoice) -> Finding:
+    diagnosis = diagnose(Context(ledger, book, check, billed))
+    if diagnosis is None:
+        cause, specific, related = UNKNOWN, _unknown_evidence(check), []
+    else:
+        cause, specific = diagnosis.root_cause, diagnosis.evidence
+        related = list(diagnosis.related_invoice_ids)
+        if not diagnosis.reproduced:
+            specific = [
+                *specific,
+                "re-billing the period with this bug does not give the billed total exactly",
+            ]
+    facts, overcharge = _money_evidence(check)
+    return Finding(
+        customer_id=ledger.customer.id,
+        invoice_id=check.invoice_id,
+        root_cause=cause,
+        overcharge=check.outstanding,
+        evidence=[*facts, *specific, overcharge],
+        related_invoice_ids=related,
+        issued_at=billed.issued_at,
+        billed_total=check.billed_total,
+    )
+
+
+def audit_customer(ledger: CustomerLedger, book: PriceBook, as_of: date) -> list[Finding]:
+    """Every invoice issued by as_of on which the customer paid more than the rules say, with its cause."""
+    checks = check_ledger(ledger, book, as_of)
+    overpaid_checks = [c for c in checks if overpaid(c)]
+    if not overpaid_checks:
+        return []
+    invoices = {inv.id: inv for inv in ledger.invoices}
+    return [_finding(ledger, book, check, invoices[check.invoice_id]) for check in overpaid_checks]
+
+
+def audit_ledgers(ledgers: Iterable[CustomerLedger], book: PriceBook, as_of: date) -> list[Finding]:
+    return [finding for ledger in ledgers for finding in audit_customer(ledger, book, as_of)]
+
+
+# ---------- one complaint ----------
+
+
+def _fit(invoice: Invoice, amounts: Iterable[Decimal], month: int | None, amount: Decimal | None) -> int:
+    """How well an invoice fits what the customer quoted: the amount counts more than the month."""
+    score = 0
+    if amount is not None and money(amount) in {invoice.total, *amounts}:
+        score += 2
+    if month is not None and invoice.issued_at.month == month:
+        score += 1
+    return score
+
+
+def _pick_finding(
+    findings: list[Finding], ledger: CustomerLedger, month: int | None, amount: Decimal | None
+) -> Finding:
+    """The finding the complaint is about; else the largest (then the latest)."""
+    invoices = {inv.id: inv for inv in ledger.invoices}
+
+    def rank(f: Finding) -> tuple[int, Decimal, date]:
+        fit = _fit(
+            invoices[f.invoice_id], [*_paid_amounts(ledger, f.invoice_id), f.overcharge], month, amount
+        )
+        return fit, f.overcharge, f.issued_at or date.min
+
+    return max(findings, key=rank)
+
+
+def _pick_invoice(
+    ledger: CustomerLedger, as_of: date, month: int | None, amount: Decimal | None
+) -> Invoice | None:
+    """The invoice the complaint is about; else the latest."""
+    billed = [inv for inv in ledger.invoices if inv.issued_at <= as_of]
+
+    def rank(inv: Invoice) -> tuple[int, date, str]:
+        return _fit(inv, _paid_amounts(ledger, inv.id), month, amount), inv.issued_at, inv.id
+
+    return max(billed, key=rank, default=None)
+
+
+def _paid_amounts(ledger: CustomerLedger, invoice_id: str) -> list[Decimal]:
+    return [p.amount for p in ledger.payments if p.invoice_id == invoice_id and p.status == "succeeded"]
+
+
+def _credit(finding: Finding, others: int) -> Investigation:
+    reasoning = (
+        f"{finding.invoice_id} overcharged the customer {fmt(finding.overcharge)}: "
+        f"{SUMMARY[finding.root_cause]}."
+    )
+    if others:
+        reasoning += f" The audit found {plural(others, 'other overpaid invoice')} on this account as well."
+    return Investigation(
+        root_cause=finding.root_cause,
+        invoice_ids=[finding.invoice_id, *finding.related_invoice_ids],
+        overcharge=finding.overcharge,
+        expected_action="credit_note",
+        reasoning=reasoning,
+        evidence=list(finding.evidence),
+    )
+
+
+@dataclass(frozen=True)
+class _Benign:
+    variant: str
+    why: str
+    facts: list[str]
+
+
+def _coupon_just_ended(ledger: CustomerLedger, book: PriceBook, invoice: Invoice) -> str | None:
+    """The coupon fact, when this is the first invoice after the coupon's months ran out."""
+    sub = next((s for s in ledger.subscriptions if s.id == invoice.subscription_id), None)
+    coupon = book.coupons.get(sub.coupon_id) if sub and sub.coupon_id else None
+    if sub is None or coupon is None or lines_of(invoice, "discount"):
+        return None
+    months_in = months_between(sub.start_date, invoice.period_start)
+    previous = [
+        inv
+        for inv in ledger.invoices
+        if inv.subscription_id == invoice.subscription_id and inv.period_end == invoice.period_start
+    ]
+    if months_in < coupon.duration_months or not any(lines_of(inv, "discount") for inv in previous):
+        return None
+    return (
+        f"coupon {coupon.id} covers the first {plural(coupon.duration_months, 'month')}; "
+        f"{invoice.id} is in month {months_in + 1}, so it has no discount"
+    )
+
+
+def _spans_a_year(line: Line) -> bool:
+    return (
+        line.period_start is not None
+        and line.period_end is not None
+        and ((line.period_end - line.period_start).days >= 365)
+    )
+
+
+def _benign(ledger: CustomerLedger, book: PriceBook, check: InvoiceCheck, invoice: Invoice) -> _Benign:
+    """What correct-but-surprising part of the bill the customer is most likely asking about."""
+    facts = [
+        f"{invoice.id} billed {fmt(invoice.total)}; the rules give {fmt(check.should_pay)}",
+        f"paid {fmt(check.paid_total)} in {plural(check.successful_payments, 'successful payment')}",
+    ]
+    prorations, recurring = lines_of(invoice, "proration"), lines_of(invoice, "recurring")
+    coupon_ended = _coupon_just_ended(ledger, book, invoice)
+    yearly = [ln for ln in recurring if _spans_a_year(ln)]
+    if prorations:
+        facts.append("the plan change is settled by the day: " + " and ".join(quote(ln) for ln in prorations))
+    if coupon_ended:
+        facts.append(coupon_ended)
+    for line in yearly:
+        facts.append(f"annual renewal for {line.period_start} to {line.period_end}: {quote(line)}")
+    for tax in lines_of(invoice, "tax"):
+        rate = next((r for r in book.tax_rates if r.code == tax.tax_code), None)
+        at = f" at {tax_percent(rate.rate)}%" if rate else ""
+        facts.append(
+            f"tax {tax.tax_code}{at}, the rate for region {ledger.customer.tax_region} on "
+            f"{invoice.issued_at}: {fmt(tax.amount)}"
+        )
+    if prorations:
+        return _Benign("upgrade_proration", "it settles a mid-period plan change by the day", facts)
+    if coupon_ended:
+        return _Benign(
+            "coupon_ended", "the coupon's months have ended, so the discount no longer applies", facts
+        )
+    if yearly:
+        return _Benign(
+            "annual_renewal", "it is the yearly plan's annual renewal, billed once for the year", facts
+        )
+    return _Benign("tax_line", "the total includes tax at the rate of the customer's region", facts)
+
+
+def investigate(
+    ledger: CustomerLedger,
+    book: PriceBook,
+    as_of: date,
+    month: int | None = None,
+    amount: Decimal | None = None,
+) -> Investigation:
+    """Answer one complaint from the ledger alone.
+
+    `month` (1–12) and `amount` are what the customer quoted, if anything: they pick which overpaid invoice
+    the answer is about when there are several, and which correct invoice to explain when there are none.
+    """
+    findings = audit_customer(ledger, book, as_of)
+    if findings:
+        return _credit(_pick_finding(findings, ledger, month, amount), len(findings) - 1)
+    invoice = _pick_invoice(ledger, as_of, month, amount)
+    if invoice is None:
+        reasoning = f"{ledger.customer.id} has no invoices up to {as_of}; nothing was overcharged."
+        return Investigation(NO_ERROR, [], ZERO, "explain_only", reasoning, [])
+    check = next(c for c in check_ledger(ledger, book, as_of) if c.invoice_id == invoice.id)
+    benign = _benign(ledger, book, check, invoice)
+    reasoning = (
+        f"{invoice.id} ({fmt(invoice.total)}) is billed as the rules say and nothing on the account was paid "
+        f"beyond them: {benign.why}."
+    )
+    return Investigation(
+        NO_ERROR, [invoice.id], ZERO, "explain_only", reasoning, benign.facts, benign.variant
+    )
