@@ -1,0 +1,184 @@
+"""Rebuild the demo dataset: price book, 100 scenario ledgers, and their ground-truth files.
+
+Everything in the database is replaced in one transaction: the ledger and everything that hangs off it
+(credit notes, their requests and approvals, cases, the audit and activity logs, Slack event ids). A
+database someone else filled is refused unless forced; one this seeder filled before (dataset_info
+seeded_by = billsleuth) is simply rebuilt.
+
+activity_log is append-only through a row-level trigger on UPDATE and DELETE. A full reset empties it
+with TRUNCATE, which row-level triggers do not see: that is deliberate. Wiping the whole dataset is the
+one operation allowed to drop the history, and it happens in the same transaction as the rebuild, so the
+log never describes a ledger that no longer exists.
+
+Sequences (credit note and case numbers) are not restarted: graph checkpoints are keyed by case id and
+live outside this reset, so reusing a case number could resume a stale thread.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import Table, func, select, text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from engine import schema as t
+from engine.db import create_engine
+from scenarios.faults import INJECTORS
+from scenarios.generator import AS_OF, BENIGN_KINDS, DEFAULT_SEED, Scenario, generate, write_scenario_files
+from scenarios.store import write_ledgers, write_price_book
+
+SEEDED_BY = "billsleuth"
+
+# Every table the dataset owns; TRUNCATE … CASCADE also empties any later table that references these.
+DATASET_TABLES: tuple[Table, ...] = (
+    t.approvals,
+    t.credit_note_requests,
+    t.credit_notes,
+    t.cases,
+    t.audit_log,
+    t.activity_log,
+    t.slack_events,
+    t.payments,
+    t.invoice_lines,
+    t.invoices,
+    t.subscription_events,
+    t.subscriptions,
+    t.customers,
+    t.coupons,
+    t.plans,
+    t.tax_rates,
+    t.dataset_info,
+)
+
+
+class ForeignDatabaseError(RuntimeError):
+    """The database holds a ledger this seeder did not write; replacing it needs force."""
+
+
+@dataclass(frozen=True)
+class SeedResult:
+    seed: int
+    kinds: dict[str, int]  # scenario kind → how many
+    customers: int
+    invoices: int
+    payments: int
+    scenarios_dir: Path | None
+    files: list[Path]
+
+    @property
+    def scenarios(self) -> int:
+        return sum(self.kinds.values())
+
+    def summary(self) -> str:
+        def listing(kinds: list[str]) -> str:
+            return ", ".join(f"{kind} {self.kinds[kind]}" for kind in kinds)
+
+        faulty = [kind for kind in self.kinds if kind in INJECTORS]
+        benign = [kind for kind in self.kinds if kind not in INJECTORS]
+        where = f"files in {self.scenarios_dir}" if self.scenarios_dir else "no scenario files written"
+        return (
+            f"seeded {self.scenarios} scenarios (seed {self.seed}, as of {AS_OF}): "
+            f"{sum(self.kinds[k] for k in faulty)} with a fault ({listing(faulty)}), "
+            f"{sum(self.kinds[k] for k in benign)} without ({listing(benign)}); "
+            f"{self.customers} customers, {self.invoices} invoices, {self.payments} payments; {where}"
+        )
+
+
+async def seeded_by(conn: AsyncConnection) -> str | None:
+    query = select(t.dataset_info.c.value).where(t.dataset_info.c.key == "seeded_by")
+    return (await conn.execute(query)).scalar_one_or_none()
+
+
+async def check_replaceable(conn: AsyncConnection, force: bool) -> None:
+    """Refuse to wipe a ledger someone else wrote (an empty database or our own is fine)."""
+    if force or await seeded_by(conn) == SEEDED_BY:
+        return
+    # Every other ledger row hangs off a customer, so customers tell whether there is a ledger at all.
+    customers = (await conn.execute(select(func.count()).select_from(t.customers))).scalar_one()
+    if customers:
+        raise ForeignDatabaseError(
+            f"this database already holds a ledger ({customers} customers) that billsleuth seed did not "
+            "write; use --force (force=True) to wipe it and seed anyway"
+        )
+
+
+async def wipe(conn: AsyncConnection) -> None:
+    names = ", ".join(f'"{table.name}"' for table in DATASET_TABLES)
+    await conn.execute(text(f"TRUNCATE TABLE {names} CASCADE"))
+
+
+async def reseed(conn: AsyncConnection, scenarios: list[Scenario], seed: int, force: bool = False) -> None:
+    """Inside the caller's transaction: check, wipe, write the price book, ledgers and dataset_info."""
+    # Two seeders at once would otherwise both pass the check and interleave their rebuilds.
+    await conn.execute(select(func.pg_advisory_xact_lock(func.hashtext("billsleuth.seed"))))
+    await check_replaceable(conn, force)
+    await wipe(conn)
+    await write_price_book(conn)
+    await write_ledgers(conn, [scenario.ledger for scenario in scenarios])
+    await conn.execute(
+        t.dataset_info.insert(),
+        [
+            {"key": "seeded_by", "value": SEEDED_BY},
+            {"key": "seed", "value": str(seed)},
+            {"key": "as_of", "value": AS_OF.isoformat()},
+        ],
+    )
+
+
+def _publish(staging: Path, directory: Path) -> list[Path]:
+    """Swap the staged files in for the directory's S*.json (renames within one file system)."""
+    for stale in directory.glob("S*.json"):
+        stale.unlink()
+    published = []
+    for staged in sorted(staging.glob("S*.json")):
+        published.append(staged.replace(directory / staged.name))
+    staging.rmdir()
+    return published
+
+
+async def seed_database(
+    libpq_url: str,
+    seed: int = DEFAULT_SEED,
+    scenarios_dir: Path | None = None,
+    force: bool = False,
+) -> SeedResult:
+    """Rebuild the dataset for `seed` in one transaction; then put S001.json … in scenarios_dir (if given).
+
+    The files are written to a staging directory first, so a failure on either side leaves the old
+    database and the old files as they were. Raises ForeignDatabaseError for someone else's ledger.
+    """
+    scenarios = generate(seed)
+    staging: Path | None = None
+    if scenarios_dir is not None:
+        scenarios_dir.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".seeding-", dir=scenarios_dir))
+        write_scenario_files(staging, scenarios)
+    engine = create_engine(libpq_url)
+    try:
+        async with engine.begin() as conn:
+            await reseed(conn, scenarios, seed, force)
+    except BaseException:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+        raise
+    finally:
+        await engine.dispose()
+    files = _publish(staging, scenarios_dir) if staging is not None and scenarios_dir is not None else []
+    return SeedResult(
+        seed=seed,
+        kinds=_count_kinds(scenarios),
+        customers=len(scenarios),
+        invoices=sum(len(s.ledger.invoices) for s in scenarios),
+        payments=sum(len(s.ledger.payments) for s in scenarios),
+        scenarios_dir=scenarios_dir,
+        files=files,
+    )
+
+
+def _count_kinds(scenarios: list[Scenario]) -> dict[str, int]:
+    counts = Counter(scenario.kind for scenario in scenarios)
+    return {kind: counts[kind] for kind in [*INJECTORS, *BENIGN_KINDS] if counts[kind]}
