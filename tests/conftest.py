@@ -15,6 +15,7 @@ from engine.db import create_engine, with_database
 from tests.pg import admin_execute, clone_database, database_name, drop_database
 
 MIGRATED_TEMPLATE = f"bs_migrated_{os.getpid()}"
+SEEDED_TEMPLATE = f"bs_seeded_{os.getpid()}"
 
 
 @pytest.fixture(scope="session")
@@ -63,5 +64,37 @@ def empty_db_url(pg_server_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterato
 @pytest.fixture
 async def db(db_url: str) -> AsyncIterator[AsyncEngine]:
     engine = create_engine(db_url)
+    yield engine
+    await engine.dispose()
+
+
+@pytest.fixture(scope="session")
+async def seeded_template(
+    pg_server_url: str, migrated_template: str, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[str]:
+    """A migrated database seeded with the default dataset (`billsleuth seed`), used only as a template."""
+    from scenarios.generator import DEFAULT_SEED
+    from scenarios.seed import seed_database
+
+    admin_execute(pg_server_url, f'DROP DATABASE IF EXISTS "{SEEDED_TEMPLATE}" WITH (FORCE)')
+    admin_execute(pg_server_url, f'CREATE DATABASE "{SEEDED_TEMPLATE}" TEMPLATE "{migrated_template}"')
+    url = with_database(pg_server_url, SEEDED_TEMPLATE)
+    await seed_database(url, DEFAULT_SEED, tmp_path_factory.mktemp("seeded-scenarios"))
+    yield SEEDED_TEMPLATE
+    drop_database(pg_server_url, SEEDED_TEMPLATE)
+
+
+@pytest.fixture
+def seeded_db_url(pg_server_url: str, seeded_template: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A fresh copy of the seeded default dataset for this test; DATABASE_URL points at it."""
+    url = clone_database(pg_server_url, seeded_template, prefix="s")
+    monkeypatch.setenv("DATABASE_URL", url)
+    yield url
+    drop_database(pg_server_url, database_name(url))
+
+
+@pytest.fixture
+async def seeded_db(seeded_db_url: str) -> AsyncIterator[AsyncEngine]:
+    engine = create_engine(seeded_db_url)
     yield engine
     await engine.dispose()
