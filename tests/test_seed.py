@@ -15,7 +15,7 @@ from bot.cli import main as cli
 from engine import schema as t
 from engine.diff import check_ledger
 from engine.ledger import load_ledgers, load_price_book
-from scenarios.generator import AS_OF, DEFAULT_SEED, generate
+from scenarios.generator import AS_OF, DEFAULT_SCENARIOS_DIR, DEFAULT_SEED, generate
 from scenarios.seed import ForeignDatabaseError, seed_database
 from scenarios.store import subscription_snapshot
 
@@ -154,7 +154,7 @@ def test_cli_seeds_an_empty_database_into_home(
     assert (
         "cancel_not_respected 6" in out and "annual_renewal 5" in out and str(tmp_path / "scenarios") in out
     )
-    default = Path("scenarios/default")
+    default = DEFAULT_SCENARIOS_DIR
     for name in ("S001.json", "S100.json"):
         assert (tmp_path / "scenarios" / name).read_bytes() == (default / name).read_bytes()
 
