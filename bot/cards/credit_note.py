@@ -1,0 +1,254 @@
+"""The evidence card an approver decides from, and the same card once decided.
+
+What the approver sees first is the system's own fresh recomputation of the invoice (billed, should have
+billed, paid, the lines that differ, the payments), not the agent's words; the agent's conclusion and its
+tool trail are there, labelled as the agent's, to be checked against it (seed 000, "what an approver must
+see"). Long ledgers are cut to fit Slack's limits with a pointer to `/billsleuth show CN-…`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from bot.cards.blocks import (
+    Block,
+    actions,
+    amount,
+    bounded_rows,
+    button,
+    clip,
+    context,
+    day,
+    divider,
+    escape,
+    fields,
+    header,
+    humanise,
+    more_line,
+    quote,
+    section,
+    signed,
+    slack_time,
+    user,
+)
+from bot.cards.ids import APPROVE_ACTION_ID, REJECT_ACTION_ID, block_id
+from bot.cards.limits import CARD_BLOCKS_JSON_BUDGET, check_blocks
+from bot.cards.models import (
+    CreditNoteCardView,
+    CreditNoteView,
+    DecisionView,
+    LineDiffView,
+    Message,
+    PaymentView,
+    RecomputationView,
+    ToolCallView,
+)
+from engine.money import fmt
+
+MAX_NAME = 80
+MAX_COMPLAINT = 500
+MAX_SUMMARY = 1000
+MAX_REASON = 400
+MAX_DESCRIPTION = 60
+MAX_COMMENT = 200
+DIFF_ROWS, DIFF_CHARS = 8, 1400
+PAYMENT_ROWS, PAYMENT_CHARS = 6, 800
+TRAIL_CALLS, TRAIL_CHARS = 20, 1400
+DECISION_ROWS, DECISION_CHARS = 6, 1500
+
+
+def approvals_line(note: CreditNoteView) -> str:
+    """The exact words the outside checks look for: `Approvals: 1 of 2`."""
+    return f"Approvals: {note.approvals} of {note.needed}"
+
+
+def show_command(note_id: str) -> str:
+    return f"/billsleuth show {note_id}"
+
+
+def credit_note_card(view: CreditNoteCardView) -> Message:
+    """Draft: the evidence, `Approvals: k of n`, and the Approve / Reject buttons (value = the note id).
+    Any other status: the same evidence, who decided what, and no buttons."""
+    note, currency = view.credit_note, view.customer.currency
+
+    def bid(part: str) -> str:
+        return block_id("cn", note.id, part, view.revision)
+
+    blocks: list[Block] = [
+        header(bid("head"), _title(note, currency)),
+        _customer_block(view, bid("customer")),
+        section(
+            bid("conclusion"),
+            f"*Agent's conclusion:* {escape(humanise(view.conclusion.root_cause))}, overcharge "
+            f"{amount(view.conclusion.overcharge, currency)}\n" + clip(view.conclusion.summary, MAX_SUMMARY),
+        ),
+        divider(bid("split")),
+        *_recompute_blocks(view.recompute, currency, note.id, bid),
+        context(bid("trail"), _trail_text(view.tool_trail, note.id)),
+        divider(bid("split2")),
+        section(bid("note"), _note_text(note, currency)),
+    ]
+    if view.decisions:
+        blocks.append(section(bid("votes"), _decisions_text(view.decisions)))
+    if note.status == "draft":
+        blocks.append(
+            actions(
+                bid("decide"),
+                button("Approve", APPROVE_ACTION_ID, note.id, style="primary"),
+                button("Reject", REJECT_ACTION_ID, note.id, style="danger"),
+            )
+        )
+    else:
+        blocks.append(section(bid("outcome"), _outcome_text(note, view.decisions, currency)))
+    check_blocks(blocks, "message", CARD_BLOCKS_JSON_BUDGET)
+    return Message(text=_fallback(note, currency), blocks=blocks)
+
+
+def _title(note: CreditNoteView, currency: str) -> str:
+    state = {
+        "draft": "waiting for approval",
+        "approved": "approved",
+        "issued": "issued",
+        "rejected": "rejected",
+        "expired": "expired",
+    }[note.status]
+    return f"Credit note {note.id} · {amount(note.amount, currency)} · {state}"
+
+
+def _fallback(note: CreditNoteView, currency: str) -> str:
+    return (
+        f"Credit note {note.id}: {amount(note.amount, currency)} on {note.invoice_id} "
+        f"({note.status}) — {approvals_line(note)}"
+    )
+
+
+def _customer_block(view: CreditNoteCardView, bid: str) -> Block:
+    return section(
+        bid,
+        f"*{clip(view.customer.name, MAX_NAME)}* (`{escape(view.customer.id)}`) · "
+        f"case `{escape(view.case_id)}` opened by {user(view.requested_by)}\n"
+        + quote(view.complaint, MAX_COMPLAINT),
+    )
+
+
+def _recompute_blocks(
+    r: RecomputationView, currency: str, note_id: str, bid: Callable[[str], str]
+) -> list[Block]:
+    payments_ok = sum(1 for p in r.payments if p.status == "succeeded")
+    title = (
+        f"*System recomputation of `{escape(r.invoice_id)}`* — period {day(r.period_start)} to "
+        f"{day(r.period_end)}, recomputed now from the ledger and the billing rules"
+    )
+    totals = [
+        f"*Billed*\n{amount(r.billed_total, currency)}",
+        f"*Should have billed*\n{amount(r.expected_total, currency)}",
+        f"*Paid*\n{amount(r.paid_total, currency)} ({_count(payments_ok, 'successful payment')})",
+        f"*Already credited*\n{amount(r.credited_total, currency)}",
+        f"*Overpaid*\n{amount(r.overpaid, currency)}",
+        f"*Still owed back*\n{amount(r.outstanding, currency)}",
+    ]
+    return [
+        section(bid("recompute"), title),
+        fields(bid("totals"), totals),
+        section(bid("lines"), _diff_text(r, currency, note_id)),
+        section(bid("payments"), _payments_text(r.payments, currency, note_id)),
+    ]
+
+
+def _diff_row(d: LineDiffView) -> str:
+    what = d.billed_description or d.expected_description or d.kind
+    what = clip(what, MAX_DESCRIPTION)
+    if d.billed_description is None:
+        return f"• {d.kind} _{what}_: missing from the bill, rules say {fmt(d.expected)}"
+    if d.expected_description is None:
+        return f"• {d.kind} _{what}_: billed {fmt(d.billed)}, the rules have no such line"
+    return f"• {d.kind} _{what}_: billed {fmt(d.billed)}, rules {fmt(d.expected)} ({signed(d.difference)})"
+
+
+def _diff_text(r: RecomputationView, currency: str, note_id: str) -> str:
+    if not r.should_exist:
+        lead = "*Lines:* the rules produce no invoice for this period, so every charge on it is extra."
+    elif not r.line_diffs:
+        lead = "*Lines:* every line matches the rules; the difference is in the payments."
+    else:
+        lead = f"*Lines that differ* (amounts in {currency})"
+    rows = bounded_rows([_diff_row(d) for d in r.line_diffs], max_rows=DIFF_ROWS, max_chars=DIFF_CHARS)
+    return _with_more(lead, rows.rows, rows.left_out, note_id)
+
+
+def _payments_text(payments: Sequence[PaymentView], currency: str, note_id: str) -> str:
+    if not payments:
+        return "*Payments:* none recorded on this invoice."
+    rows = bounded_rows(
+        [
+            f"• `{escape(p.id)}` {amount(p.amount, currency)} {escape(p.status)} on {day(p.attempted_at)}"
+            for p in payments
+        ],
+        max_rows=PAYMENT_ROWS,
+        max_chars=PAYMENT_CHARS,
+    )
+    return _with_more("*Payments*", rows.rows, rows.left_out, note_id)
+
+
+def _with_more(lead: str, rows: list[str], left_out: int, note_id: str) -> str:
+    lines = [lead, *rows]
+    if left_out:
+        lines.append(more_line(left_out, show_command(note_id)))
+    return "\n".join(lines)
+
+
+def _trail_text(calls: Sequence[ToolCallView], note_id: str) -> str:
+    steps = [f"{clip(c.tool, 40)}({clip(c.summary, 40)}){'' if c.ok else ' ✗'}" for c in calls]
+    # Rows are joined with " → " rather than newlines: budget the extra characters.
+    shown = bounded_rows(steps, max_rows=TRAIL_CALLS, max_chars=TRAIL_CHARS - 2 * len(steps))
+    text = f"*Agent's tool trail* ({_count(len(calls), 'call')}): " + (" → ".join(shown.rows) or "none")
+    if shown.left_out:
+        text += " " + more_line(shown.left_out, show_command(note_id))
+    return text
+
+
+def _note_text(note: CreditNoteView, currency: str) -> str:
+    return (
+        f"*Credit note {escape(note.id)}*: {amount(note.amount, currency)} on `{escape(note.invoice_id)}`\n"
+        f"*Reason:* {clip(note.reason, MAX_REASON)}\n"
+        f"*{approvals_line(note)}* · expires {slack_time(note.expires_at)}"
+    )
+
+
+def _decision_row(d: DecisionView) -> str:
+    verb = ":white_check_mark: approved" if d.decision == "approve" else ":no_entry_sign: rejected"
+    when = f" at {slack_time(d.at)}" if d.at else ""
+    note = f": {clip(d.comment, MAX_COMMENT)}" if d.comment else ""
+    return f"{user(d.user_id)} {verb}{when}{note}"
+
+
+def _decisions_text(decisions: Sequence[DecisionView]) -> str:
+    rows = bounded_rows(
+        [_decision_row(d) for d in decisions], max_rows=DECISION_ROWS, max_chars=DECISION_CHARS
+    )
+    lines = ["*Decisions*", *rows.rows]
+    if rows.left_out:
+        lines.append(f"_…and {rows.left_out} more_")
+    return "\n".join(lines)
+
+
+def _outcome_text(note: CreditNoteView, decisions: Sequence[DecisionView], currency: str) -> str:
+    approvers = [user(d.user_id) for d in decisions if d.decision == "approve"]
+    by = " and ".join(approvers) if approvers else "nobody"
+    if note.status == "issued":
+        credited = f"{amount(note.amount, currency)} credited on `{escape(note.invoice_id)}`"
+        return f":white_check_mark: *Issued*: {credited}, approved by {by}."
+    if note.status == "approved":
+        return f":hourglass_flowing_sand: *Approved* by {by}; issuing now."
+    if note.status == "rejected":
+        rejecter = next((d for d in reversed(decisions) if d.decision == "reject"), None)
+        if rejecter is None:
+            return ":no_entry_sign: *Rejected*. No credit will be issued."
+        reason = clip(rejecter.comment, MAX_COMMENT) or "no reason given"
+        return f":no_entry_sign: *Rejected* by {user(rejecter.user_id)}: {reason}. No credit will be issued."
+    deadline = slack_time(note.expires_at)
+    return f":alarm_clock: *Expired*: nobody decided before {deadline}. No credit will be issued."
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' * (n != 1)}"

@@ -1,0 +1,275 @@
+"""Plain view models the cards are drawn from. The bot layer maps investigation and approval results into
+these; the cards never reach into the database, the graph or the approval rules themselves.
+
+Money is Decimal (engine.money rules); `currency` is the customer's (ISO code, shown after amounts).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Any, Literal
+
+from engine.diff import InvoiceCheck
+from engine.model import Payment
+from engine.money import money
+
+CreditNoteStatus = Literal["draft", "approved", "issued", "rejected", "expired"]
+DecisionKind = Literal["approve", "reject"]
+StepKind = Literal["tool", "finding", "note", "error"]
+ProgressState = Literal["running", "done", "failed"]
+
+
+@dataclass(frozen=True)
+class Message:
+    """A message to post: `text` is the notification and fallback text, `blocks` the card."""
+
+    text: str
+    blocks: list[dict[str, Any]]
+
+    def as_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for chat.postMessage, chat.update and chat.postEphemeral."""
+        return {"text": self.text, "blocks": self.blocks}
+
+
+@dataclass(frozen=True)
+class CustomerView:
+    id: str  # "C-0007"
+    name: str
+    currency: str  # "USD"
+
+
+# ---- the live progress message ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProgressStep:
+    kind: StepKind
+    text: str  # "list_invoices C-0007 → 6 invoices", "INV-0007-05 was charged twice"
+
+
+@dataclass(frozen=True)
+class ProgressView:
+    case_id: str
+    customer_id: str
+    requested_by: str  # Slack user id of whoever asked
+    steps: Sequence[ProgressStep] = ()
+    state: ProgressState = "running"
+    revision: int = 0
+
+
+# ---- explain-only result ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ExplanationView:
+    case_id: str
+    customer: CustomerView
+    complaint: str  # the customer's words, as the support agent quoted them
+    root_cause: str | None  # None: the bill was right
+    explanation: str  # for the support agent: what happened
+    customer_reply: str  # ready to paste to the customer
+    invoice_ids: Sequence[str] = ()
+    revision: int = 0
+
+
+# ---- the evidence card and its credit note ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConclusionView:
+    """The agent's conclusion, shown as such; the approver judges it against the recomputation."""
+
+    root_cause: str  # "duplicate_charge"
+    overcharge: Decimal
+    summary: str  # the agent's reasoning, short
+
+
+@dataclass(frozen=True)
+class LineDiffView:
+    kind: str  # "subscription", "proration", "discount", "tax", …
+    billed_description: str | None  # None: the rules want a line the bill does not have
+    expected_description: str | None  # None: a line the rules do not produce
+    billed: Decimal
+    expected: Decimal
+
+    @property
+    def difference(self) -> Decimal:
+        return money(self.billed - self.expected)
+
+
+@dataclass(frozen=True)
+class PaymentView:
+    id: str
+    amount: Decimal
+    status: str  # succeeded / failed / refunded
+    attempted_at: datetime | date
+
+
+@dataclass(frozen=True)
+class RecomputationView:
+    """The system's fresh recomputation of one invoice from the ledger and the billing rules."""
+
+    invoice_id: str
+    period_start: date
+    period_end: date  # exclusive
+    should_exist: bool  # False: the rules produce no invoice here (a duplicate, after a cancellation…)
+    billed_total: Decimal
+    expected_total: Decimal  # what should have been billed; zero when the invoice should not exist
+    paid_total: Decimal  # successful payments
+    credited_total: Decimal  # credit notes already issued on it
+    line_diffs: Sequence[LineDiffView] = ()
+    payments: Sequence[PaymentView] = ()
+
+    @property
+    def overpaid(self) -> Decimal:
+        return money(self.paid_total - self.expected_total)
+
+    @property
+    def outstanding(self) -> Decimal:
+        """Overpaid and not yet credited back."""
+        return money(self.overpaid - self.credited_total)
+
+    @classmethod
+    def from_check(cls, check: InvoiceCheck, payments: Iterable[Payment] = ()) -> RecomputationView:
+        """From the engine's line-level diff; `payments` are the ledger's payments (any invoice)."""
+        return cls(
+            invoice_id=check.invoice_id,
+            period_start=check.period_start,
+            period_end=check.period_end,
+            should_exist=check.should_exist,
+            billed_total=check.billed_total,
+            expected_total=check.should_pay,
+            paid_total=check.paid_total,
+            credited_total=check.credited_total,
+            line_diffs=[
+                LineDiffView(d.kind, d.billed_description, d.expected_description, d.billed, d.expected)
+                for d in check.line_diffs
+            ],
+            payments=[
+                PaymentView(p.id, p.amount, p.status, p.attempted_at)
+                for p in payments
+                if p.invoice_id == check.invoice_id
+            ],
+        )
+
+
+@dataclass(frozen=True)
+class ToolCallView:
+    tool: str  # "list_payments"
+    summary: str = ""  # the arguments in short: "INV-0007-05"
+    ok: bool = True
+
+
+@dataclass(frozen=True)
+class CreditNoteView:
+    id: str  # "CN-0001"
+    invoice_id: str
+    amount: Decimal
+    reason: str
+    status: CreditNoteStatus
+    approvals: int  # approve votes so far
+    needed: int  # approve votes required (1, or 2 at or above the threshold)
+    expires_at: datetime  # timezone-aware
+
+
+@dataclass(frozen=True)
+class DecisionView:
+    user_id: str  # Slack user id
+    decision: DecisionKind
+    comment: str = ""  # a reject's reason, an approver's note
+    at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class CreditNoteCardView:
+    """Everything on the card an approver decides from. While the note is a draft the card has the
+    Approve and Reject buttons; in any other status it shows the outcome and no buttons."""
+
+    case_id: str
+    customer: CustomerView
+    complaint: str
+    requested_by: str  # Slack user id of whoever opened the case
+    conclusion: ConclusionView
+    recompute: RecomputationView
+    tool_trail: Sequence[ToolCallView]
+    credit_note: CreditNoteView
+    decisions: Sequence[DecisionView] = ()
+    revision: int = 0  # bump on every re-render: block_ids change, stale clicks are recognisable
+
+
+# ---- the reject-reason modal ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RejectModalMetadata:
+    """Carried in the modal's private_metadata: which card to update once the reason is submitted."""
+
+    channel: str
+    message_ts: str
+    credit_note_id: str
+    revision: int = 0  # the card revision the Reject click came from
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "channel": self.channel,
+                "message_ts": self.message_ts,
+                "credit_note_id": self.credit_note_id,
+                "revision": self.revision,
+            },
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> RejectModalMetadata:
+        try:
+            data = json.loads(text)
+            return cls(
+                channel=str(data["channel"]),
+                message_ts=str(data["message_ts"]),
+                credit_note_id=str(data["credit_note_id"]),
+                revision=int(data.get("revision", 0)),
+            )
+        except (ValueError, TypeError, KeyError) as error:
+            raise ValueError(f"the modal's private_metadata is not ours: {error}") from None
+
+
+# ---- App Home and ephemeral notices ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PendingNoteView:
+    credit_note: CreditNoteView
+    case_id: str
+    customer: CustomerView
+    revision: int = 0
+
+
+@dataclass(frozen=True)
+class CaseSummaryView:
+    case_id: str
+    customer_id: str
+    status: str  # the case status: explained, awaiting_approval, issued, rejected, expired, escalated
+    opened_at: datetime
+    complaint: str
+    credit_note_id: str | None = None
+
+
+@dataclass(frozen=True)
+class HomeView:
+    user_id: str
+    is_approver: bool
+    pending: Sequence[PendingNoteView] = ()  # shown to approvers, with buttons
+    open_cases: Sequence[CaseSummaryView] = field(default_factory=tuple)  # the user's own cases
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a click or command did nothing; shown only to the person who tried."""
+
+    rule: str  # the rule's name: "two-person rule", "one vote each", "requester cannot approve", …
+    reason: str  # what happened, in a sentence: "you already approved CN-0001"

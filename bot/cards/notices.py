@@ -1,0 +1,57 @@
+"""Short messages: refusals and "nothing changed" notes (ephemeral, to the clicking user only), and the
+customer reply posted in the case thread once a credit note is issued or rejected."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from bot.cards.blocks import context, escape, quoted_code, section
+from bot.cards.limits import CARD_BLOCKS_JSON_BUDGET, check_blocks, truncate
+from bot.cards.models import Message, Refusal
+
+MAX_REPLY = 2800
+
+
+def refusal_message(refusal: Refusal) -> Message:
+    """For chat.postEphemeral: what was refused and the rule that refused it."""
+    text = f":no_entry: Not done: {truncate(refusal.reason, 500)} (rule: {truncate(refusal.rule, 100)})"
+    return _one_section("refusal", text)
+
+
+def already_decided_message(credit_note_id: str, status: str) -> Message:
+    """A click on a note that is already decided: nothing changes, and the clicker is told so."""
+    return _one_section(
+        "already_decided", f":information_source: {credit_note_id} is already {status}; nothing changed."
+    )
+
+
+def stale_card_message(credit_note_id: str) -> Message:
+    """A click on an older revision of a card: Slack may still show it; the current card is in the thread."""
+    return _one_section(
+        "stale_card",
+        f":information_source: That card for {credit_note_id} was out of date, so the click did nothing. "
+        f"The card now shows the current state; `/billsleuth show {credit_note_id}` has everything.",
+    )
+
+
+def customer_reply_message(
+    case_id: str, credit_note_id: str, outcome: Literal["issued", "rejected"], customer_reply: str
+) -> Message:
+    """In the case thread after the decision: the reply to send the customer (the text `case show` gives)."""
+    after = "the credit note was issued" if outcome == "issued" else "the credit note was rejected"
+    blocks = [
+        section(
+            "customer_reply",
+            f"*Reply to the customer* for case `{escape(case_id)}` ({after}):\n"
+            + quoted_code(customer_reply, MAX_REPLY),
+        ),
+        context("customer_reply_ref", f"Credit note `{escape(credit_note_id)}` · copy the reply as it is"),
+    ]
+    check_blocks(blocks, "message", CARD_BLOCKS_JSON_BUDGET)
+    return Message(text=f"Case {case_id}: reply to the customer ({after})", blocks=blocks)
+
+
+def _one_section(block: str, text: str) -> Message:
+    # The text is ours plus ids; escape it anyway so nothing in a reason can turn into a mention.
+    safe = escape(text)
+    return Message(text=safe, blocks=[section(block, safe)])
