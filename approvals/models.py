@@ -1,0 +1,120 @@
+"""What the approvals package hands back to its callers (the graph, the CLI, the Slack bot).
+
+Plain frozen dataclasses and exceptions, so callers never see a database row. Every refusal carries a
+stable `rule` name (the bot shows it; tests assert on it) and a one-line human `message`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from enum import StrEnum
+from typing import Any
+
+
+class Rule(StrEnum):
+    """The rule a refusal names. Values are stable: the activity log and the bot rely on them."""
+
+    # drafting
+    CASE_ID_REQUIRED = "case_id_required"
+    AMOUNT_POSITIVE = "amount_positive"
+    AMOUNT_CENTS = "amount_cents"
+    ROOT_CAUSE = "root_cause"
+    INVOICE_EXISTS = "invoice_exists"
+    PAID_TOTAL = "paid_total"
+    IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
+    # deciding
+    AGENT_CANNOT_APPROVE = "agent_cannot_approve"
+    BOT_CANNOT_APPROVE = "bot_cannot_approve"
+    APPROVER_ID = "approver_id"
+    NOT_AN_APPROVER = "not_an_approver"
+    REQUESTER_CANNOT_APPROVE = "requester_cannot_approve"
+    REASON_REQUIRED = "reason_required"
+    EXPIRED = "expired"
+    ONE_VOTE_EACH = "one_vote_each"
+    CONFLICT = "conflict"
+    ARGS_MISMATCH = "args_mismatch"
+    # issuing
+    NOT_APPROVED = "not_approved"
+    NOT_ENOUGH_APPROVALS = "not_enough_approvals"
+    DAILY_CREDIT_LIMIT = "daily_credit_limit"
+
+
+class Refused(Exception):
+    """A rule said no. Nothing but the refusal itself was recorded (in activity_log)."""
+
+    def __init__(self, rule: Rule, message: str, details: Mapping[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.rule = rule
+        self.message = message
+        self.details: dict[str, Any] = dict(details or {})  # extra facts for the activity row
+
+
+class DraftRefused(Refused):
+    """draft_credit_note refused to draft."""
+
+
+class ApprovalRefused(Refused):
+    """decide refused a vote."""
+
+
+class IssueRefused(Refused):
+    """issue refused to issue (a hard stop on the daily budget is one of these)."""
+
+
+class UnknownCreditNote(LookupError):
+    def __init__(self, credit_note_id: str) -> None:
+        super().__init__(f"no credit note {credit_note_id!r}")
+        self.credit_note_id = credit_note_id
+
+
+@dataclass(frozen=True)
+class Vote:
+    approver: str
+    decision: str  # approve | reject
+    comment: str
+    args_hash: str  # the note's args_hash when the vote was cast
+    decided_at: datetime
+
+
+@dataclass(frozen=True)
+class CreditNoteView:
+    id: str
+    invoice_id: str
+    amount: Decimal
+    reason: str  # duplicate | order_change | product_unsatisfactory | fraudulent
+    status: str  # draft | approved | issued | rejected | expired
+    approvals: int  # approve votes so far
+    needed: int  # approve votes required (1, or 2 at or above the threshold)
+    approvers: tuple[str, ...]  # who voted approve, in vote order
+    case_id: str | None
+    expires_at: datetime | None
+    memo: str
+    root_cause: str
+    args_hash: str
+    created_at: datetime
+    decided_at: datetime | None
+    issued_at: datetime | None
+    rejected_by: str | None = None  # who rejected, when rejected
+    reject_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class DecisionOutcome:
+    credit_note_id: str
+    status: str  # the note's status after the decision
+    approvals: int
+    needed: int
+    changed: bool  # False: the note already had this outcome, nothing was written
+    message: str  # one line, fit for the person who clicked
+
+
+@dataclass(frozen=True)
+class IssueOutcome:
+    credit_note_id: str
+    status: str  # "issued"
+    amount: Decimal
+    changed: bool  # False: it was already issued
+    message: str
