@@ -1,0 +1,238 @@
+"""Votes on a credit note, and the compare-and-set that resolves it.
+
+Who may vote: a Slack user ID on BILLSLEUTH_APPROVERS, never a bot, never the literal "agent", never the
+person who opened the case. One vote each; at or above the threshold two distinct people must approve;
+a reject needs a reason and ends the note at once.
+
+Concurrency: a vote locks the note row (FOR UPDATE) before counting, so two approvers clicking at the
+same moment are counted one after the other, never both as "the first of two". The status change
+itself is a conditional UPDATE … WHERE status = 'draft', so a decision never overwrites another.
+
+Refusals roll back whatever the vote had started and are then recorded on their own in activity_log.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Row, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from approvals import activity
+from approvals.config import ApprovalSettings, is_slack_user_id
+from approvals.expiry import expire_if_overdue
+from approvals.models import ApprovalRefused, DecisionOutcome, Rule, Vote
+from approvals.policy import note_args_hash, utc_now
+from approvals.queries import APPROVE, REJECT, note_row_in, votes_in
+from engine import schema as t
+
+OUTCOME = {APPROVE: "approved", REJECT: "rejected"}
+# Statuses that already carry a decision's outcome: issuing is what follows an approval.
+SAME_OUTCOME = {APPROVE: ("approved", "issued"), REJECT: ("rejected",)}
+
+
+class _AlreadyResolved(Exception):
+    """The compare-and-set found the note decided by someone else: undo our vote, report the outcome."""
+
+    def __init__(self, outcome: DecisionOutcome) -> None:
+        super().__init__(outcome.message)
+        self.outcome = outcome
+
+
+@dataclass(frozen=True)
+class Ballot:
+    """One person's vote as cast, before any rule has looked at it."""
+
+    credit_note_id: str
+    approver: str
+    decision: str
+    comment: str
+    requester: str | None
+    approver_is_bot: bool
+
+    @property
+    def actor_type(self) -> str:
+        if self.approver_is_bot:
+            return activity.BOT
+        return activity.AGENT if self.approver.strip().lower() == "agent" else activity.USER
+
+
+async def decide(
+    engine: AsyncEngine,
+    credit_note_id: str,
+    *,
+    approver: str,
+    decision: str,
+    comment: str = "",
+    requester: str | None,
+    settings: ApprovalSettings,
+    approver_is_bot: bool = False,
+    now: datetime | None = None,
+) -> DecisionOutcome:
+    """Record one person's approve/reject and resolve the note when the vote settles it.
+
+    Returns the outcome; `changed` is False when the note already had this outcome (a no-op).
+    Raises ApprovalRefused(rule, message) when a rule says no (recorded; nothing else changes),
+    UnknownCreditNote (a LookupError) for an unknown id, ValueError for a decision other than
+    approve/reject. A draft past its expiry is marked expired first, then the vote is refused.
+    """
+    if decision not in OUTCOME:
+        raise ValueError(f"decision must be 'approve' or 'reject', not {decision!r}")
+    ballot = Ballot(credit_note_id, approver, decision, (comment or "").strip(), requester, approver_is_bot)
+    now = now or utc_now()
+    await expire_if_overdue(engine, credit_note_id, now)
+    try:
+        async with engine.begin() as conn:
+            return await _count_vote(conn, ballot, settings, now)
+    except _AlreadyResolved as resolved:
+        return resolved.outcome
+    except ApprovalRefused as refusal:
+        await activity.record_refusal(
+            engine,
+            ballot.actor_type,
+            approver,
+            "approval.refused",
+            "credit_note",
+            credit_note_id,
+            rule=refusal.rule,
+            message=refusal.message,
+            details={"decision": decision, "comment": ballot.comment},
+        )
+        raise
+
+
+async def _count_vote(
+    conn: AsyncConnection, ballot: Ballot, settings: ApprovalSettings, now: datetime
+) -> DecisionOutcome:
+    note = await note_row_in(conn, ballot.credit_note_id, lock=True)
+    _check_identity(ballot, settings)
+    await _check_not_requester(conn, ballot, note.case_id)
+    if ballot.decision == REJECT and not ballot.comment:
+        raise ApprovalRefused(Rule.REASON_REQUIRED, "a reject needs a reason")
+    votes = await votes_in(conn, note.id)
+    if note.status != "draft":
+        return _settled(note, ballot.decision, votes)
+    if note_args_hash(note) != note.args_hash:
+        raise ApprovalRefused(
+            Rule.ARGS_MISMATCH,
+            f"{note.id} was changed after it was drafted; it cannot be decided as it stands",
+        )
+    if any(v.approver == ballot.approver for v in votes):
+        raise ApprovalRefused(
+            Rule.ONE_VOTE_EACH, f"{ballot.approver} has already voted on {note.id}; it needs someone else"
+        )
+    await _insert_vote(conn, note, ballot, now)
+    approvals = sum(v.decision == APPROVE for v in votes) + (ballot.decision == APPROVE)
+    if ballot.decision == APPROVE and approvals < note.needed:
+        waiting = f"Approval recorded for {note.id}: {approvals} of {note.needed}; it needs another approver"
+        return DecisionOutcome(note.id, "draft", approvals, note.needed, True, waiting)
+    await _resolve(conn, note, ballot, approvals, now)
+    done = _resolved_message(note.id, ballot)
+    return DecisionOutcome(note.id, OUTCOME[ballot.decision], approvals, note.needed, True, done)
+
+
+def _check_identity(ballot: Ballot, settings: ApprovalSettings) -> None:
+    approver = ballot.approver
+    if approver.strip().lower() == "agent":
+        raise ApprovalRefused(
+            Rule.AGENT_CANNOT_APPROVE, "the agent cannot approve credit notes; a person must"
+        )
+    if ballot.approver_is_bot:
+        raise ApprovalRefused(Rule.BOT_CANNOT_APPROVE, f"{approver} is a bot; only people can approve")
+    if not is_slack_user_id(approver):
+        raise ApprovalRefused(Rule.APPROVER_ID, f"{approver!r} is not a Slack user ID (like U012AB3CD)")
+    if approver not in settings.approvers:
+        raise ApprovalRefused(Rule.NOT_AN_APPROVER, f"{approver} is not on BILLSLEUTH_APPROVERS")
+
+
+async def _check_not_requester(conn: AsyncConnection, ballot: Ballot, case_id: str | None) -> None:
+    """The caller names the requester; the case row, when there is one, is checked as well."""
+    approver = ballot.approver
+    requesters = {ballot.requester} if ballot.requester else set()
+    if case_id is not None:
+        recorded = (await conn.execute(select(t.cases.c.requester).where(t.cases.c.id == case_id))).scalar()
+        if recorded:
+            requesters.add(recorded)
+    if approver in requesters:
+        raise ApprovalRefused(
+            Rule.REQUESTER_CANNOT_APPROVE,
+            f"{approver} opened this case and cannot also decide its credit note",
+        )
+
+
+def _settled(note: Row[Any], decision: str, votes: list[Vote]) -> DecisionOutcome:
+    """The note is no longer a draft: the same outcome again is a no-op, another one a conflict."""
+    if note.status == "expired":
+        raise ApprovalRefused(Rule.EXPIRED, f"{note.id} expired undecided; draft it again to decide it")
+    if note.status not in SAME_OUTCOME[decision]:
+        raise ApprovalRefused(
+            Rule.CONFLICT,
+            f"{note.id} is already {note.status}; a {decision} now would contradict that decision",
+        )
+    approvals = sum(v.decision == APPROVE for v in votes)
+    return DecisionOutcome(
+        note.id,
+        note.status,
+        approvals,
+        note.needed,
+        False,
+        f"{note.id} is already {note.status}; nothing changed",
+    )
+
+
+async def _insert_vote(conn: AsyncConnection, note: Row[Any], ballot: Ballot, now: datetime) -> None:
+    decision, comment = ballot.decision, ballot.comment
+    await conn.execute(
+        insert(t.approvals).values(
+            credit_note_id=note.id,
+            approver=ballot.approver,
+            decision=decision,
+            comment=comment,
+            args_hash=note.args_hash,  # the vote is bound to exactly these arguments
+            decided_at=now,
+        )
+    )
+    await activity.record(
+        conn,
+        ballot.actor_type,
+        ballot.approver,
+        "approval.recorded",
+        "credit_note",
+        note.id,
+        {"decision": decision, "comment": comment, "args_hash": note.args_hash},
+    )
+
+
+async def _resolve(
+    conn: AsyncConnection, note: Row[Any], ballot: Ballot, approvals: int, now: datetime
+) -> None:
+    """Compare-and-set draft → outcome. Under our row lock it cannot miss; if it ever does (someone
+    resolved the note without taking the lock), nothing of ours is kept and the outcome is re-read."""
+    decision = ballot.decision
+    target = OUTCOME[decision]
+    cas = (
+        update(t.credit_notes)
+        .where(t.credit_notes.c.id == note.id, t.credit_notes.c.status == "draft")
+        .values(status=target, decided_at=now)
+        .returning(t.credit_notes.c.id)
+    )
+    if (await conn.execute(cas)).first() is None:
+        current = await note_row_in(conn, note.id)
+        raise _AlreadyResolved(_settled(current, decision, await votes_in(conn, note.id)))
+    await activity.record(
+        conn,
+        ballot.actor_type,
+        ballot.approver,  # whose vote settled it
+        f"credit_note.{target}",
+        "credit_note",
+        note.id,
+        {"approvals": approvals, "needed": note.needed, "amount": note.amount, "invoice_id": note.invoice_id},
+    )
+
+
+def _resolved_message(credit_note_id: str, ballot: Ballot) -> str:
+    if ballot.decision == REJECT:
+        return f"{credit_note_id} rejected: {ballot.comment}"
+    return f"{credit_note_id} approved"

@@ -1,0 +1,224 @@
+"""Drafting a credit note: code drafts, never a model, and a replayed request never drafts twice.
+
+The request's identity is the idempotency key case:invoice:amount. The same key returns the same note
+whatever has happened to it since (approved, issued, rejected, expired): "is there a draft on this
+invoice?" is not enough, because after approval there is no draft and a replay would draft again.
+
+Concurrency: twin requests serialise on the invoice row (SELECT … FOR UPDATE) and the key is re-read
+after the lock is held; the key's primary key plus INSERT … ON CONFLICT DO NOTHING is the backstop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import Row, insert, select, text
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from approvals import activity
+from approvals.config import ApprovalSettings
+from approvals.limits import CREDITED, credited_total, lock_invoice, paid_total
+from approvals.models import CreditNoteView, DraftRefused, Rule
+from approvals.policy import (
+    approvals_needed,
+    args_hash,
+    checked_amount,
+    credit_reason,
+    idempotency_key,
+    require_decimal,
+    utc_now,
+)
+from approvals.queries import view_in
+from engine import schema as t
+from engine.money import fmt
+
+
+class _KeyTakenMeanwhile(Exception):
+    """A twin request claimed the key between our check and our insert; roll back and read its note."""
+
+
+async def draft_credit_note(
+    engine: AsyncEngine,
+    *,
+    case_id: str,
+    invoice_id: str,
+    amount: Decimal,
+    root_cause: str,
+    memo: str = "",
+    settings: ApprovalSettings,
+    now: datetime | None = None,
+) -> tuple[CreditNoteView, bool]:
+    """Draft (or find again) the credit note for this request → (note, created).
+
+    Raises TypeError for a non-Decimal amount, DraftRefused(rule, message) when a rule says no (the
+    refusal is recorded in activity_log; nothing else is written).
+    """
+    require_decimal(amount)  # a type mistake is the caller's bug, not a refusal to put on record
+    try:
+        return await _draft(engine, case_id, invoice_id, amount, root_cause, memo, settings, now or utc_now())
+    except DraftRefused as refusal:
+        await activity.record_refusal(
+            engine,
+            activity.SYSTEM,
+            activity.BILLSLEUTH,
+            "credit_note.draft_refused",
+            "invoice",
+            invoice_id,
+            rule=refusal.rule,
+            message=refusal.message,
+            details={"case_id": case_id, "amount": str(amount), "root_cause": root_cause},
+        )
+        raise
+
+
+@dataclass(frozen=True)
+class _Request:
+    """A drafting request after its arguments passed the rules that need no database."""
+
+    case_id: str
+    invoice_id: str
+    amount: Decimal
+    reason: str
+    root_cause: str
+    memo: str
+
+    @property
+    def key(self) -> str:
+        return idempotency_key(self.case_id, self.invoice_id, self.amount)
+
+
+async def _draft(
+    engine: AsyncEngine,
+    case_id: str,
+    invoice_id: str,
+    raw_amount: Decimal,
+    root_cause: str,
+    memo: str,
+    settings: ApprovalSettings,
+    now: datetime,
+) -> tuple[CreditNoteView, bool]:
+    amount = checked_amount(raw_amount)
+    if not case_id.strip():
+        raise DraftRefused(Rule.CASE_ID_REQUIRED, "a credit note is drafted for a case: case_id is blank")
+    request = _Request(case_id, invoice_id, amount, credit_reason(root_cause), root_cause, memo)
+    for _ in range(2):  # a second round only when a twin won the key race; it then just reads that note
+        try:
+            async with engine.begin() as conn:
+                return await _draft_once(conn, request, settings, now)
+        except _KeyTakenMeanwhile:
+            continue
+    raise RuntimeError(f"idempotency key {request.key!r} was claimed but its note could not be read")
+
+
+async def _draft_once(
+    conn: AsyncConnection, request: _Request, settings: ApprovalSettings, now: datetime
+) -> tuple[CreditNoteView, bool]:
+    existing = await _note_for_key(conn, request.key)
+    if existing is None:
+        if not await lock_invoice(conn, request.invoice_id):
+            raise DraftRefused(Rule.INVOICE_EXISTS, f"there is no invoice {request.invoice_id}")
+        existing = await _note_for_key(conn, request.key)  # a twin may have committed while we waited
+    if existing is not None:
+        return await _replayed(conn, existing, request.root_cause), False
+    await _check_room_on_invoice(conn, request.invoice_id, request.amount)
+    note_id = await _insert_note(conn, request, settings, now)
+    if not await _claim_key(conn, request, note_id, now):
+        raise _KeyTakenMeanwhile
+    return await view_in(conn, note_id), True
+
+
+async def _note_for_key(conn: AsyncConnection, key: str) -> Row[Any] | None:
+    query = select(t.credit_note_requests.c.credit_note_id).where(
+        t.credit_note_requests.c.idempotency_key == key
+    )
+    return (await conn.execute(query)).first()
+
+
+async def _replayed(conn: AsyncConnection, request: Row[Any], root_cause: str) -> CreditNoteView:
+    note = await view_in(conn, request.credit_note_id)
+    if note.root_cause != root_cause:
+        # Stripe's rule: one key, one set of arguments. A different root cause is a different request.
+        raise DraftRefused(
+            Rule.IDEMPOTENCY_KEY_REUSED,
+            f"{note.id} was drafted for this case, invoice and amount with root cause {note.root_cause}, "
+            f"not {root_cause}",
+        )
+    return note
+
+
+async def _check_room_on_invoice(conn: AsyncConnection, invoice_id: str, amount: Decimal) -> None:
+    """credited (approved + issued) + this ≤ paid; the caller holds the invoice lock."""
+    paid = await paid_total(conn, invoice_id)
+    credited = await credited_total(conn, invoice_id, CREDITED)
+    if credited + amount > paid:
+        raise DraftRefused(
+            Rule.PAID_TOTAL,
+            f"credit {fmt(amount)} plus {fmt(credited)} already approved or issued on {invoice_id} "
+            f"exceeds the {fmt(paid)} the customer paid",
+        )
+
+
+async def _insert_note(
+    conn: AsyncConnection, request: _Request, settings: ApprovalSettings, now: datetime
+) -> str:
+    number = (await conn.execute(text("SELECT nextval('credit_note_number')"))).scalar_one()
+    note_id = f"CN-{number:04d}"
+    needed = approvals_needed(request.amount, settings)
+    expires_at = now + timedelta(hours=settings.approval_ttl_hours)
+    digest = args_hash(
+        invoice_id=request.invoice_id,
+        amount=request.amount,
+        reason=request.reason,
+        root_cause=request.root_cause,
+        case_id=request.case_id,
+    )
+    await conn.execute(
+        insert(t.credit_notes).values(
+            id=note_id,
+            invoice_id=request.invoice_id,
+            amount=request.amount,
+            reason=request.reason,
+            status="draft",
+            root_cause=request.root_cause,
+            memo=request.memo,
+            case_id=request.case_id,
+            args_hash=digest,
+            needed=needed,
+            created_at=now,
+            expires_at=expires_at,
+        )
+    )
+    await activity.record(
+        conn,
+        activity.SYSTEM,
+        activity.BILLSLEUTH,
+        "credit_note.drafted",
+        "credit_note",
+        note_id,
+        {
+            "case_id": request.case_id,
+            "invoice_id": request.invoice_id,
+            "amount": request.amount,
+            "reason": request.reason,
+            "root_cause": request.root_cause,
+            "needed": needed,
+            "expires_at": expires_at,
+            "idempotency_key": request.key,
+            "args_hash": digest,
+        },
+    )
+    return note_id
+
+
+async def _claim_key(conn: AsyncConnection, request: _Request, note_id: str, now: datetime) -> bool:
+    claim = (
+        pg_insert(t.credit_note_requests)
+        .values(idempotency_key=request.key, case_id=request.case_id, credit_note_id=note_id, created_at=now)
+        .on_conflict_do_nothing(index_elements=[t.credit_note_requests.c.idempotency_key])
+        .returning(t.credit_note_requests.c.idempotency_key)
+    )
+    return (await conn.execute(claim)).first() is not None

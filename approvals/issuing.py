@@ -1,0 +1,147 @@
+"""Issuing: the moment money actually leaves, so every limit is checked once more, under locks.
+
+Order of locks (the same everywhere, so issuers never deadlock): the daily budget's advisory lock, then
+the invoice row, then the note row. Drafting takes only the invoice row; deciding only the note row.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import Row, update
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from approvals import activity
+from approvals.config import ApprovalSettings
+from approvals.limits import (
+    credited_total,
+    issued_during,
+    lock_daily_budget,
+    lock_invoice,
+    paid_total,
+    utc_day,
+)
+from approvals.models import IssueOutcome, IssueRefused, Rule, Vote
+from approvals.policy import note_args_hash, utc_now
+from approvals.queries import APPROVE, note_row_in, votes_in
+from engine import schema as t
+from engine.money import fmt
+
+HARD_STOP = "budget.hard_stop"
+
+
+async def issue(
+    engine: AsyncEngine, credit_note_id: str, settings: ApprovalSettings, *, now: datetime | None = None
+) -> IssueOutcome:
+    """Issue an approved note. Issuing an issued note again is a no-op (changed=False).
+
+    Raises IssueRefused(rule, message) when a rule says no: not approved, approvals not bound to the
+    note as it stands, credits beyond what was paid, or the daily budget's hard stop (recorded as the
+    incident "budget.hard_stop"). UnknownCreditNote (a LookupError) for an unknown id.
+    """
+    now = now or utc_now()
+    try:
+        async with engine.begin() as conn:
+            return await _issue(conn, credit_note_id, settings, now)
+    except IssueRefused as refusal:
+        action = HARD_STOP if refusal.rule == Rule.DAILY_CREDIT_LIMIT else "credit_note.issue_refused"
+        await activity.record_refusal(
+            engine,
+            activity.SYSTEM,
+            activity.BILLSLEUTH,
+            action,
+            "credit_note",
+            credit_note_id,
+            rule=refusal.rule,
+            message=refusal.message,
+            details=refusal.details,
+        )
+        raise
+
+
+async def _issue(
+    conn: AsyncConnection, credit_note_id: str, settings: ApprovalSettings, now: datetime
+) -> IssueOutcome:
+    await lock_daily_budget(conn)
+    invoice_id = (await note_row_in(conn, credit_note_id)).invoice_id
+    await lock_invoice(conn, invoice_id)
+    note = await note_row_in(conn, credit_note_id, lock=True)
+    if note.status == "issued":
+        return IssueOutcome(
+            note.id, "issued", note.amount, False, f"{note.id} was already issued; nothing changed"
+        )
+    if note.status != "approved":
+        raise IssueRefused(
+            Rule.NOT_APPROVED, f"{note.id} is {note.status}; only an approved note can be issued"
+        )
+    _check_bound_to_approvals(note, await votes_in(conn, note.id))
+    await _check_room_on_invoice(conn, note)
+    await _check_daily_budget(conn, note.amount, settings, now)
+    await conn.execute(
+        update(t.credit_notes)
+        .where(t.credit_notes.c.id == note.id, t.credit_notes.c.status == "approved")
+        .values(status="issued", issued_at=now)
+    )
+    await activity.record(
+        conn,
+        activity.SYSTEM,
+        activity.BILLSLEUTH,
+        "credit_note.issued",
+        "credit_note",
+        note.id,
+        {"invoice_id": note.invoice_id, "amount": note.amount, "case_id": note.case_id},
+    )
+    return IssueOutcome(
+        note.id, "issued", note.amount, True, f"{note.id} issued: {fmt(note.amount)} on {note.invoice_id}"
+    )
+
+
+def _check_bound_to_approvals(note: Row[Any], votes: list[Vote]) -> None:
+    """The approvals must be for exactly these arguments: recompute the hash from the row as it is."""
+    current = note_args_hash(note)
+    approvals = [v for v in votes if v.decision == APPROVE]
+    if current != note.args_hash or any(v.args_hash != current for v in approvals):
+        raise IssueRefused(
+            Rule.ARGS_MISMATCH,
+            f"{note.id} no longer matches what was approved (invoice, amount, reason or case)",
+            {"args_hash": current, "approved_hashes": sorted({v.args_hash for v in approvals})},
+        )
+    if len(approvals) < note.needed:
+        raise IssueRefused(
+            Rule.NOT_ENOUGH_APPROVALS,
+            f"{note.id} has {len(approvals)} of the {note.needed} approvals it needs",
+        )
+
+
+async def _check_room_on_invoice(conn: AsyncConnection, note: Row[Any]) -> None:
+    """issued + this ≤ paid: another note may have been issued on this invoice since approval."""
+    paid = await paid_total(conn, note.invoice_id)
+    issued = await credited_total(conn, note.invoice_id, ["issued"])
+    if issued + note.amount > paid:
+        raise IssueRefused(
+            Rule.PAID_TOTAL,
+            f"issuing {fmt(note.amount)} on top of {fmt(issued)} already issued on {note.invoice_id} "
+            f"exceeds the {fmt(paid)} the customer paid",
+            {"paid": paid, "issued": issued, "amount": note.amount},
+        )
+
+
+async def _check_daily_budget(
+    conn: AsyncConnection, amount: Decimal, settings: ApprovalSettings, now: datetime
+) -> None:
+    start, end = utc_day(now)
+    spent = await issued_during(conn, start, end)
+    if spent + amount > settings.daily_credit_limit:
+        raise IssueRefused(
+            Rule.DAILY_CREDIT_LIMIT,
+            f"hard stop: {fmt(spent)} issued today (UTC) plus {fmt(amount)} exceeds the daily credit limit "
+            f"of {fmt(settings.daily_credit_limit)}",
+            {
+                "day": start.date(),
+                "issued_today": spent,
+                "amount": amount,
+                "limit": settings.daily_credit_limit,
+            },
+        )

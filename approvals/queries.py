@@ -1,0 +1,132 @@
+"""Read access to credit notes and their votes, as views (never raw rows).
+
+The `*_in` functions run inside a caller's connection (drafting and deciding use them inside their own
+transactions); the public ones open a short connection on the engine.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Row, select
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from approvals.models import CreditNoteView, UnknownCreditNote, Vote
+from engine import schema as t
+
+APPROVE = "approve"
+REJECT = "reject"
+
+
+def _vote(row: Row[Any]) -> Vote:
+    return Vote(row.approver, row.decision, row.comment, row.args_hash, row.decided_at)
+
+
+def to_view(note: Row[Any], votes: Sequence[Vote]) -> CreditNoteView:
+    approvers = tuple(v.approver for v in votes if v.decision == APPROVE)
+    rejection = next((v for v in votes if v.decision == REJECT), None)
+    return CreditNoteView(
+        id=note.id,
+        invoice_id=note.invoice_id,
+        amount=note.amount,
+        reason=note.reason,
+        status=note.status,
+        approvals=len(approvers),
+        needed=note.needed,
+        approvers=approvers,
+        case_id=note.case_id,
+        expires_at=note.expires_at,
+        memo=note.memo,
+        root_cause=note.root_cause,
+        args_hash=note.args_hash,
+        created_at=note.created_at,
+        decided_at=note.decided_at,
+        issued_at=note.issued_at,
+        rejected_by=rejection.approver if rejection else None,
+        reject_reason=rejection.comment if rejection else None,
+    )
+
+
+async def note_row_in(conn: AsyncConnection, credit_note_id: str, *, lock: bool = False) -> Row[Any]:
+    """The credit_notes row; with lock=True it is held FOR UPDATE until the transaction ends."""
+    query = select(t.credit_notes).where(t.credit_notes.c.id == credit_note_id)
+    row = (await conn.execute(query.with_for_update() if lock else query)).first()
+    if row is None:
+        raise UnknownCreditNote(credit_note_id)
+    return row
+
+
+async def votes_in(conn: AsyncConnection, credit_note_id: str) -> list[Vote]:
+    rows = await conn.execute(
+        select(t.approvals)
+        .where(t.approvals.c.credit_note_id == credit_note_id)
+        .order_by(t.approvals.c.decided_at, t.approvals.c.id)
+    )
+    return [_vote(r) for r in rows]
+
+
+async def view_in(conn: AsyncConnection, credit_note_id: str) -> CreditNoteView:
+    note = await note_row_in(conn, credit_note_id)
+    return to_view(note, await votes_in(conn, credit_note_id))
+
+
+async def _views(conn: AsyncConnection, notes: Sequence[Row[Any]]) -> list[CreditNoteView]:
+    """Views for many notes in two queries (not one per note)."""
+    ids = [n.id for n in notes]
+    by_note: dict[str, list[Vote]] = defaultdict(list)
+    if ids:
+        rows = await conn.execute(
+            select(t.approvals)
+            .where(t.approvals.c.credit_note_id.in_(ids))
+            .order_by(t.approvals.c.decided_at, t.approvals.c.id)
+        )
+        for row in rows:
+            by_note[row.credit_note_id].append(_vote(row))
+    return [to_view(n, by_note[n.id]) for n in notes]
+
+
+async def get_credit_note(engine: AsyncEngine, credit_note_id: str) -> CreditNoteView:
+    """The note with its votes. Unknown id → UnknownCreditNote (a LookupError)."""
+    async with engine.connect() as conn:
+        return await view_in(conn, credit_note_id)
+
+
+async def approvals_of(engine: AsyncEngine, credit_note_id: str) -> list[Vote]:
+    """Every vote on the note, oldest first. Unknown id → UnknownCreditNote (a LookupError)."""
+    async with engine.connect() as conn:
+        await note_row_in(conn, credit_note_id)
+        return await votes_in(conn, credit_note_id)
+
+
+async def list_pending(engine: AsyncEngine) -> list[CreditNoteView]:
+    """Drafts waiting for a decision, oldest first (an overdue one is listed until expiry sweeps it)."""
+    async with engine.connect() as conn:
+        notes = (
+            await conn.execute(
+                select(t.credit_notes)
+                .where(t.credit_notes.c.status == "draft")
+                .order_by(t.credit_notes.c.created_at, t.credit_notes.c.id)
+            )
+        ).all()
+        return await _views(conn, notes)
+
+
+async def credit_notes_for_case(engine: AsyncEngine, case_id: str) -> list[CreditNoteView]:
+    """Every note drafted for the case, oldest first (a changed amount drafts a second one)."""
+    async with engine.connect() as conn:
+        notes = (
+            await conn.execute(
+                select(t.credit_notes)
+                .where(t.credit_notes.c.case_id == case_id)
+                .order_by(t.credit_notes.c.created_at, t.credit_notes.c.id)
+            )
+        ).all()
+        return await _views(conn, notes)
+
+
+async def credit_note_for_case(engine: AsyncEngine, case_id: str) -> CreditNoteView | None:
+    """The case's latest note, or None when it has none."""
+    notes = await credit_notes_for_case(engine, case_id)
+    return notes[-1] if notes else None
