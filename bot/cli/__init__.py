@@ -14,7 +14,10 @@ from bot.cli.common import CommandError, fail
 COMMAND_MODULES = (
     "bot.cli.cmd_db",
     "bot.cli.cmd_dry_run",
+    "bot.cli.cmd_audit",
     "bot.cli.cmd_seed",
+    "bot.cli.cmd_cases",
+    "bot.cli.cmd_eval",
 )
 
 

@@ -13,6 +13,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_upgrade(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from agent.checkpoint import setup_checkpointer
     from engine import migrate
     from engine.db import database_url
 
@@ -20,5 +23,6 @@ def run_upgrade(args: argparse.Namespace) -> int:
     before = migrate.current_revision(url)
     migrate.upgrade(url)
     after = migrate.current_revision(url)
+    asyncio.run(setup_checkpointer(url))
     print(f"schema at {after}" + (f" (was {before or 'empty'})" if before != after else " (already current)"))
     return 0

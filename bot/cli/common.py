@@ -45,3 +45,42 @@ def ready_database() -> str:
     url = database_url()
     migrate.ensure_current(url)
     return url
+
+
+def os_user() -> str:
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
+
+
+def run_operation(request: object, *, as_json: bool, render: object = None) -> int:
+    """Run one bot.operations request against the ready database and print its result."""
+    import asyncio
+
+    from agent.cases import case_service
+    from agent.checkpoint import setup_checkpointer
+    from agent.configuration import ConfigurationError
+    from approvals.config import SettingsError
+    from bot.operations import OperationError, execute
+
+    url = ready_database()
+
+    async def go() -> object:
+        await setup_checkpointer(url)
+        async with case_service(url) as service:
+            return await execute(service, request)  # type: ignore[arg-type]
+
+    try:
+        result = asyncio.run(go())
+    except (OperationError, ConfigurationError, SettingsError) as error:
+        raise CommandError(str(error)) from None
+    if as_json:
+        print_json(result.payload)  # type: ignore[attr-defined]
+    elif callable(render):
+        print(render(result))
+    else:
+        print(result.message)  # type: ignore[attr-defined]
+    return 0

@@ -1,0 +1,126 @@
+"""billsleuth case open|show, list, show, approve, reject"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from bot.cli.common import os_user, run_operation
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    case = sub.add_parser("case", help="open or show an investigation")
+    case_sub = case.add_subparsers(dest="case_command", metavar="ACTION", required=True)
+    open_ = case_sub.add_parser("open", help="investigate a customer's complaint")
+    open_.add_argument("customer_id", metavar="CUSTOMER_ID")
+    open_.add_argument("message", metavar="MESSAGE", help="the customer's words")
+    open_.add_argument(
+        "--as", dest="requester", metavar="SLACK_USER_ID", help="who asks (default cli:<os user>)"
+    )
+    open_.add_argument("--json", action="store_true")
+    open_.set_defaults(handler=run_open)
+    show = case_sub.add_parser("show", help="a case's findings, credit note and reply")
+    show.add_argument("case_id", metavar="CASE_ID")
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(handler=run_show_case)
+
+    listing = sub.add_parser("list", help="credit notes waiting for a decision")
+    listing.add_argument("--json", action="store_true")
+    listing.set_defaults(handler=run_list)
+
+    note = sub.add_parser(
+        "show", help="a credit note: fresh recomputation, approvals, the agent's tool trail"
+    )
+    note.add_argument("credit_note_id", metavar="CN-0001")
+    note.add_argument("--json", action="store_true")
+    note.set_defaults(handler=run_show_note)
+
+    approve = sub.add_parser("approve", help="approve a credit note")
+    approve.add_argument("credit_note_id", metavar="CN-0001")
+    approve.add_argument("--as", dest="approver", metavar="SLACK_USER_ID", required=True)
+    approve.add_argument("-m", dest="comment", metavar="NOTE", default="")
+    approve.add_argument("--json", action="store_true")
+    approve.set_defaults(handler=run_decide, decision="approve")
+
+    reject = sub.add_parser("reject", help="reject a credit note (a reason is required)")
+    reject.add_argument("credit_note_id", metavar="CN-0001")
+    reject.add_argument("--as", dest="approver", metavar="SLACK_USER_ID", required=True)
+    reject.add_argument("-m", dest="comment", metavar="REASON", default="")
+    reject.add_argument("--json", action="store_true")
+    reject.set_defaults(handler=run_decide, decision="reject")
+
+
+def render_case(case: dict[str, Any]) -> str:
+    lines = [f"{case['case_id']}  customer {case['customer_id'] or '?'}  status {case['status']}"]
+    if case["findings"]:
+        f = case["findings"]
+        lines.append(
+            f"  finding: {f['root_cause']} on {', '.join(f['invoice_ids'])}, overcharge {f['overcharge']}"
+            f" → {f['expected_action']}"
+        )
+    if case["credit_note"]:
+        n = case["credit_note"]
+        lines.append(
+            f"  credit note {n['id']}: {n['amount']} on {n['invoice_id']}, {n['status']}"
+            f" (approvals {n['approvals']} of {n['needed']})"
+        )
+    if case["escalation_reason"]:
+        lines.append(f"  escalated: {case['escalation_reason']}")
+    if case["reply"]:
+        if case["reply"].get("customer_message"):
+            lines.append(
+                "  reply to the customer:\n    " + case["reply"]["customer_message"].replace("\n", "\n    ")
+            )
+        if case["reply"].get("internal_note"):
+            lines.append("  internal note:\n    " + case["reply"]["internal_note"])
+    return "\n".join(lines)
+
+
+def run_open(args: argparse.Namespace) -> int:
+    from bot.operations import OpenCase
+
+    request = OpenCase(args.customer_id, args.message, args.requester or f"cli:{os_user()}")
+    return run_operation(request, as_json=args.json, render=lambda r: render_case(r.payload))
+
+
+def run_show_case(args: argparse.Namespace) -> int:
+    from bot.operations import ShowCase
+
+    return run_operation(ShowCase(args.case_id), as_json=args.json, render=lambda r: render_case(r.payload))
+
+
+def run_list(args: argparse.Namespace) -> int:
+    from bot.operations import ListNotes
+
+    def render(result: Any) -> str:
+        notes = result.payload["credit_notes"]
+        if not notes:
+            return "No credit notes are waiting for a decision."
+        rows = [
+            f"{n['id']}  {n['invoice_id']:<16} {n['amount']:>10}  approvals {n['approvals']} of {n['needed']}"
+            f"  case {n['case_id']}  expires {n['expires_at'] or '-'}"
+            for n in notes
+        ]
+        return "\n".join(rows)
+
+    return run_operation(ListNotes(), as_json=args.json, render=render)
+
+
+def run_show_note(args: argparse.Namespace) -> int:
+    from bot.cli.common import dumps
+    from bot.operations import ShowNote
+
+    return run_operation(
+        ShowNote(args.credit_note_id, f"cli:{os_user()}"),
+        as_json=args.json,
+        render=lambda r: dumps(r.payload),
+    )
+
+
+def run_decide(args: argparse.Namespace) -> int:
+    from bot.operations import Decide
+
+    request = Decide(args.credit_note_id, args.approver, args.decision, args.comment)
+    return run_operation(
+        request, as_json=args.json, render=lambda r: r.message + "\n" + render_case(r.payload)
+    )

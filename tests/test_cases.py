@@ -1,0 +1,242 @@
+"""The investigation graph end to end on the seeded ledger (offline investigator), with approvals."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+
+from agent.cases import CaseService, case_service
+from agent.checkpoint import setup_checkpointer
+from agent.configuration import Configuration
+from approvals.config import ApprovalSettings
+from approvals.models import ApprovalRefused
+from engine import schema
+
+SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios" / "default"
+FINANCE = ("U0FIN0001", "U0FIN0002", "U0FIN0003")
+BILLSLEUTH = Path(sys.executable).with_name("billsleuth")
+
+
+def scenario(variant: str, *, nth: int = 0) -> dict:
+    found = [
+        json.loads(p.read_text())
+        for p in sorted(SCENARIOS.glob("S*.json"))
+        if json.loads(p.read_text())["truth"]["variant"] == variant
+    ]
+    return found[nth]
+
+
+def settings(threshold: str = "300.00", limit: str = "5000.00") -> ApprovalSettings:
+    return ApprovalSettings(approvers=frozenset(FINANCE), two_person_threshold=Decimal(threshold),
+                            daily_credit_limit=Decimal(limit))  # fmt: skip
+
+
+async def count(service: CaseService, table: object, *where: object) -> int:
+    async with service.engine.connect() as conn:
+        return (await conn.execute(select(func.count()).select_from(table).where(*where))).scalar_one()
+
+
+@pytest.fixture
+async def service(seeded_db_url: str):
+    await setup_checkpointer(seeded_db_url)
+    async with case_service(seeded_db_url, Configuration(investigator="offline"), settings()) as svc:
+        yield svc
+
+
+async def test_overcharge_pauses_with_one_draft_for_the_verified_amount(service: CaseService) -> None:
+    sc = scenario("cancel_not_respected")
+    service_case = await service.open_case(
+        sc["question"], requester="U0SUPPORT1", customer_id=sc["customer_id"]
+    )
+    case = await service.show_case(service_case["case_id"])
+    truth = sc["truth"]
+    assert case["status"] == "awaiting_approval"
+    assert case["findings"]["root_cause"] == truth["root_cause"]
+    assert case["credit_note"]["invoice_id"] == truth["invoice_ids"][0]
+    assert case["credit_note"]["amount"] == truth["overcharge"]
+    assert case["credit_note"]["status"] == "draft"
+    assert truth["overcharge"] in case["reply"]["customer_message"]
+    assert "[E" in case["reply"]["internal_note"]
+    assert await count(service, schema.credit_notes) == 1
+    state = await service.state_of(case["case_id"])
+    assert state.next == ("await_approval",)
+    trail = await count(service, schema.audit_log, schema.audit_log.c.case_id == case["case_id"])
+    assert trail >= 5
+
+
+async def test_benign_case_is_explained_without_a_draft(service: CaseService) -> None:
+    sc = scenario("tax_line")
+    case = await service.open_case(sc["question"], requester="U0SUPPORT1", customer_id=sc["customer_id"])
+    assert case["status"] == "explained"
+    assert case["findings"]["expected_action"] == "explain_only"
+    assert case["credit_note"] is None
+    assert await count(service, schema.credit_notes) == 0
+
+
+async def test_unknown_customer_is_asked_for(service: CaseService) -> None:
+    case = await service.open_case("why did you charge me 99.00 in May?", requester="U0SUPPORT1")
+    assert case["status"] == "needs_customer"
+    assert "customer id" in case["reply"]["internal_note"]
+
+
+async def test_chinese_complaint_gets_a_chinese_reply(service: CaseService) -> None:
+    sc = next(
+        json.loads(p.read_text())
+        for p in sorted(SCENARIOS.glob("S*.json"))
+        if any("\u4e00" <= ch <= "\u9fff" for ch in json.loads(p.read_text())["question"])
+    )
+    case = await service.open_case(sc["question"], requester="U0SUPPORT1", customer_id=sc["customer_id"])
+    assert any("\u4e00" <= ch <= "\u9fff" for ch in case["reply"]["customer_message"])
+
+
+async def test_approve_issues_once_and_adds_the_amount_to_the_reply(service: CaseService) -> None:
+    sc = scenario("duplicate_charge")
+    case = await service.open_case(sc["question"], requester="U0SUPPORT1", customer_id=sc["customer_id"])
+    note_id = case["credit_note"]["id"]
+    outcome, after = await service.decide(note_id, approver=FINANCE[0], decision="approve")
+    assert outcome.changed and after["status"] == "issued"
+    assert after["credit_note"]["status"] == "issued"
+    assert sc["truth"]["overcharge"] in after["reply"]["customer_message"].split("\n\n")[-1]
+    again, same = await service.decide(note_id, approver=FINANCE[0], decision="approve")
+    assert not again.changed and same["status"] == "issued"
+    issued = schema.credit_notes.c.status == "issued"
+    assert await count(service, schema.credit_notes, issued) == 1
+    assert (await service.state_of(case["case_id"])).next == ()
+
+
+async def test_reject_rewrites_the_reply_without_amount_or_promise(service: CaseService) -> None:
+    sc = scenario("wrong_plan_price")
+    case = await service.open_case(sc["question"], requester="U0SUPPORT1", customer_id=sc["customer_id"])
+    note_id = case["credit_note"]["id"]
+    _, after = await service.decide(
+        note_id, approver=FINANCE[1], decision="reject", comment="price was agreed"
+    )
+    assert after["status"] == "rejected"
+    message = after["reply"]["customer_message"]
+    assert sc["truth"]["overcharge"] not in message
+    assert "refund" not in message.lower() and "credit" not in message.lower() and "退" not in message
+    with pytest.raises(ApprovalRefused):
+        await service.decide(note_id, approver=FINANCE[0], decision="approve")
+
+
+async def test_two_person_rule_waits_for_a_second_approver(seeded_db_url: str) -> None:
+    await setup_checkpointer(seeded_db_url)
+    async with case_service(
+        seeded_db_url, Configuration(investigator="offline"), settings("10.00")
+    ) as service:
+        sc = scenario("duplicate_invoice")
+        case = await service.open_case(sc["question"], requester="U0SUPPORT1", customer_id=sc["customer_id"])
+        note_id = case["credit_note"]["id"]
+        assert case["credit_note"]["needed"] == 2
+        first, mid = await service.decide(note_id, approver=FINANCE[0], decision="approve")
+        assert first.changed and first.status == "draft"
+        assert mid["status"] == "awaiting_approval" and mid["credit_note"]["approvals"] == 1
+        with pytest.raises(ApprovalRefused) as same_person:
+            await service.decide(note_id, approver=FINANCE[0], decision="approve")
+        assert same_person.value.rule == "one_vote_each"
+        _, done = await service.decide(note_id, approver=FINANCE[1], decision="approve")
+        assert done["status"] == "issued"
+
+
+async def test_requester_and_strangers_cannot_approve(service: CaseService) -> None:
+    sc = scenario("coupon_not_applied")
+    case = await service.open_case(sc["question"], requester=FINANCE[2], customer_id=sc["customer_id"])
+    note_id = case["credit_note"]["id"]
+    with pytest.raises(ApprovalRefused) as own:
+        await service.decide(note_id, approver=FINANCE[2], decision="approve")
+    assert own.value.rule == "requester_cannot_approve"
+    with pytest.raises(ApprovalRefused) as stranger:
+        await service.decide(note_id, approver="U0NOBODY1", decision="approve")
+    assert stranger.value.rule == "not_an_approver"
+    assert (await service.show_case(case["case_id"]))["status"] == "awaiting_approval"
+
+
+async def test_concurrent_clicks_give_exactly_one_outcome(service: CaseService) -> None:
+    sc = scenario("expired_tax_rate")
+    case = await service.open_case(sc["question"], requester="U0SUPPORT1", customer_id=sc["customer_id"])
+    note_id = case["credit_note"]["id"]
+    results = await asyncio.gather(
+        service.decide(note_id, approver=FINANCE[0], decision="approve"),
+        service.decide(note_id, approver=FINANCE[1], decision="approve"),
+        service.decide(note_id, approver=FINANCE[2], decision="reject", comment="not sure"),
+        return_exceptions=True,
+    )
+    changed = [r for r in results if not isinstance(r, BaseException) and r[0].changed]
+    assert len(changed) == 1
+    final = await service.show_case(case["case_id"])
+    assert final["status"] in ("issued", "rejected")
+    assert (
+        await count(service, schema.credit_notes, schema.credit_notes.c.status.in_(["issued", "rejected"]))
+        == 1
+    )
+
+
+async def test_crash_between_draft_and_pause_recovers_without_a_second_draft(service: CaseService) -> None:
+    sc = scenario("timezone_change_date")
+
+    def crash_after_drafting(event: dict) -> None:
+        if event.get("type") == "credit_note":
+            raise RuntimeError("simulated crash right after the draft was written")
+
+    with pytest.raises(RuntimeError):
+        await service.open_case(
+            sc["question"],
+            requester="U0SUPPORT1",
+            customer_id=sc["customer_id"],
+            on_progress=crash_after_drafting,
+        )
+    assert await count(service, schema.credit_notes) == 1
+    recovered = await service.recover()
+    assert len(recovered) == 1
+    case = await service.show_case(recovered[0])
+    assert case["status"] == "awaiting_approval"
+    assert await count(service, schema.credit_notes) == 1
+    assert (await service.state_of(case["case_id"])).next == ("await_approval",)
+
+
+def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(BILLSLEUTH), *args], capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_case_opened_in_one_process_is_approved_from_another(seeded_db_url: str) -> None:
+    env = {**os.environ, "DATABASE_URL": seeded_db_url, "BILLSLEUTH_APPROVERS": ",".join(FINANCE)}
+    env.pop("OPENAI_API_KEY", None)
+    sc = scenario("proration_missing_credit")
+    opened = cli("case", "open", sc["customer_id"], sc["question"], "--json", env=env)
+    assert opened.returncode == 0, opened.stderr
+    case = json.loads(opened.stdout)
+    assert case["status"] == "awaiting_approval"
+    note_id = case["credit_note"]["id"]
+    listed = json.loads(cli("list", "--json", env=env).stdout)
+    assert [n["id"] for n in listed["credit_notes"]] == [note_id]
+    shown = json.loads(cli("show", note_id, "--json", env=env).stdout)
+    assert shown["recompute"]["overcharge"] == sc["truth"]["overcharge"]
+    assert any(call["actor"] == "agent:offline" for call in shown["tool_trail"])
+    missing_reason = cli("reject", note_id, "--as", FINANCE[0], env=env)
+    assert missing_reason.returncode != 0 and "reason" in missing_reason.stderr
+    assert len(missing_reason.stderr.strip().splitlines()) == 1
+    assert case["credit_note"]["needed"] == 2  # 321.36 is above the 300.00 threshold
+    first = cli("approve", note_id, "--as", FINANCE[0], "--json", env=env)
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout)["credit_note"]["approvals"] == 1
+    twice = cli("approve", note_id, "--as", FINANCE[0], env=env)
+    assert twice.returncode != 0 and "one_vote_each" in twice.stderr
+    approved = cli("approve", note_id, "--as", FINANCE[1], "--json", env=env)
+    assert approved.returncode == 0, approved.stderr
+    assert json.loads(approved.stdout)["status"] == "issued"
+    repeat = cli("approve", note_id, "--as", FINANCE[2], env=env)
+    assert repeat.returncode == 0 and "already" in repeat.stdout.lower()
+    conflict = cli("reject", note_id, "--as", FINANCE[1], "-m", "changed my mind", env=env)
+    assert conflict.returncode != 0
+    shown_case = json.loads(cli("case", "show", case["case_id"], "--json", env=env).stdout)
+    assert shown_case["status"] == "issued"
+    unknown = cli("show", "CN-9999", env=env)
+    assert unknown.returncode == 2 and "CN-9999" in unknown.stderr
