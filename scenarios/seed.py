@@ -129,6 +129,18 @@ async def reseed(conn: AsyncConnection, scenarios: list[Scenario], seed: int, fo
     )
 
 
+def _stage(directory: Path, scenarios: list[Scenario]) -> Path:
+    """Write the files into a hidden directory beside their destination (same file system)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".seeding-", dir=directory))
+    try:
+        write_scenario_files(staging, scenarios)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return staging
+
+
 def _publish(staging: Path, directory: Path) -> list[Path]:
     """Swap the staged files in for the directory's S*.json (renames within one file system)."""
     for stale in directory.glob("S*.json"):
@@ -152,11 +164,7 @@ async def seed_database(
     database and the old files as they were. Raises ForeignDatabaseError for someone else's ledger.
     """
     scenarios = generate(seed)
-    staging: Path | None = None
-    if scenarios_dir is not None:
-        scenarios_dir.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=".seeding-", dir=scenarios_dir))
-        write_scenario_files(staging, scenarios)
+    staging = _stage(scenarios_dir, scenarios) if scenarios_dir is not None else None
     engine = create_engine(libpq_url)
     try:
         async with engine.begin() as conn:
