@@ -141,6 +141,23 @@ def all_text(blocks: list[dict[str, Any]]) -> str:
     return json.dumps(blocks, ensure_ascii=False)
 
 
+def mrkdwn_text(blocks: list[dict[str, Any]]) -> str:
+    found: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == "mrkdwn":
+                found.append(node["text"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(blocks)
+    return "\n".join(found)
+
+
 def buttons(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [e for b in blocks if b["type"] == "actions" for e in b["elements"] if e["type"] == "button"]
 
@@ -474,10 +491,12 @@ def test_hostile_text_is_escaped_and_still_fits() -> None:
             ExplanationView("CASE-1", view.customer, nasty, "duplicate_charge", nasty, nasty)
         ),
         progress_message(ProgressView("CASE-1", "C-0007", "USUPPORT", [ProgressStep("note", nasty)] * 30)),
+        explanation_message(ExplanationView("CASE-1", view.customer, nasty, nasty, nasty, nasty)),
         customer_reply_message("CASE-1", "CN-0001", "rejected", nasty),
     ):
         assert_valid_message(message)
-        text = all_text(message.blocks)
+        # mrkdwn and the notification text parse mentions; plain_text (the header) shows them literally.
+        text = mrkdwn_text(message.blocks) + message.text
         assert "<!channel>" not in text and "<@U999>" not in text and "\x01" not in text
         assert not re.search(r"&(a|am|amp|l|lt|g|gt)?…", text), "an entity was cut in half"
     assert_valid_view(home_view(HomeView("UALICE", True, [pending(1)], [replace(case(1), complaint=nasty)])))

@@ -37,4 +37,4 @@ def explanation_message(view: ExplanationView) -> Message:
     if invoices:
         blocks.append(context(bid("refs"), f"Invoices looked at: {invoices} · no credit note was drafted"))
     check_blocks(blocks, "message", CARD_BLOCKS_JSON_BUDGET)
-    return Message(text=f"Case {view.case_id}: {verdict}", blocks=blocks)
+    return Message(text=f"Case {escape(view.case_id)}: {clip(verdict, 150)}", blocks=blocks)

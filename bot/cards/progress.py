@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from bot.cards.blocks import bounded_rows, clip, context, escape, section, user
 from bot.cards.ids import block_id
-from bot.cards.limits import CARD_BLOCKS_JSON_BUDGET, check_blocks, truncate
+from bot.cards.limits import CARD_BLOCKS_JSON_BUDGET, check_blocks
 from bot.cards.models import Message, ProgressStep, ProgressView
 
 MAX_STEPS_SHOWN = 12
@@ -35,7 +35,7 @@ def progress_message(view: ProgressView) -> Message:
         context(bid("tally"), _tally(view.steps)),
     ]
     check_blocks(blocks, "message", CARD_BLOCKS_JSON_BUDGET)
-    latest = f": {truncate(view.steps[-1].text, 80)}" if view.steps else ""
+    latest = f": {clip(view.steps[-1].text, 80)}" if view.steps else ""  # the text pings too
     return Message(text=f"Case {view.case_id}: {_STATE[view.state]}{latest}", blocks=blocks)
 
 
