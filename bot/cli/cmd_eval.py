@@ -1,0 +1,173 @@
+"""billsleuth eval [--scenarios DIR] [--investigator offline|llm] [-k N] [--json]
+
+Runs the agent on every scenario and scores it against the ground truth. The ledger at DATABASE_URL is
+read as it stands and never changed (the cases run on scratch copies). Exit 0 whenever it could run,
+whatever the scores; bad input exits 2 with one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bot.cli.common import CommandError, print_json
+
+if TYPE_CHECKING:
+    from scenarios.evaluation import EvalReport
+
+INVESTIGATORS = ("offline", "llm")
+METRIC_LABELS = {
+    "root_cause": "root cause",
+    "invoice": "invoice",
+    "overcharge": "overcharge (to the cent)",
+    "action": "action",
+    "false_credit": "false credit (explain-only)",
+    "missed_credit": "missed credit (credit owed)",
+    "hallucinated_numbers": "hallucinated numbers",
+}
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "eval",
+        help="score the agent on the scenarios' ground truth (never changes the ledger)",
+        description="Open a case for every scenario on a scratch copy of the ledger at DATABASE_URL and "
+        "score root cause, invoice, overcharge and action against the ground truth, with Wilson 95%% "
+        "intervals and pass^k. On a database with no ledger and no --scenarios, the default dataset is "
+        "seeded first.",
+    )
+    parser.add_argument(
+        "--scenarios",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="the S*.json files (default: $BILLSLEUTH_HOME/scenarios if it has any, else the committed set)",
+    )
+    # Validated in run() rather than by argparse, so a wrong value is one line, not usage plus error.
+    parser.add_argument(
+        "--investigator",
+        default=None,
+        metavar="offline|llm",
+        help="who investigates (default: BILLSLEUTH_INVESTIGATOR; llm with OPENAI_API_KEY, else offline)",
+    )
+    parser.add_argument("-k", default="1", metavar="N", help="runs per scenario, for pass^k (default 1)")
+    parser.add_argument("--json", action="store_true", help="print {n, investigator, k, metrics, ...}")
+    parser.set_defaults(handler=run)
+
+
+def _repetitions(text: str) -> int:
+    try:
+        k = int(text)
+    except ValueError:
+        raise CommandError(f"-k must be a whole number, got {text!r}") from None
+    if k < 1:
+        raise CommandError(f"-k must be at least 1, got {k}")
+    return k
+
+
+def _configuration(investigator: str | None) -> Any:
+    from agent.configuration import Configuration, ConfigurationError
+
+    if investigator is not None:
+        if investigator not in INVESTIGATORS:
+            raise CommandError(f"unknown investigator {investigator!r}: use offline or llm")
+        # The flag outranks the environment; from_env still checks llm has its API key.
+        os.environ["BILLSLEUTH_INVESTIGATOR"] = investigator
+    try:
+        return Configuration.from_env()
+    except ConfigurationError as error:
+        raise CommandError(str(error)) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    k = _repetitions(args.k)
+    scenarios_dir: Path | None = args.scenarios
+    if scenarios_dir is not None and not scenarios_dir.is_dir():
+        raise CommandError(f"--scenarios {scenarios_dir} is not a directory")
+    configuration = _configuration(args.investigator)
+
+    from approvals.config import ApprovalSettings, SettingsError
+    from bot.cli.common import ready_database
+    from scenarios.eval_scratch import ScratchRefused
+    from scenarios.evaluation import EvalInputError, evaluate
+
+    try:
+        settings = ApprovalSettings.from_env()
+    except SettingsError as error:
+        raise CommandError(str(error)) from None
+    url = ready_database()
+    try:
+        report = evaluate(
+            url,
+            scenarios_dir=scenarios_dir,
+            configuration=configuration,
+            k=k,
+            approval_settings=settings,
+            progress=_progress,
+        )
+    except EvalInputError as error:
+        raise CommandError(str(error)) from None
+    except ScratchRefused as error:
+        raise CommandError(str(error), exit_code=1) from None
+    except RuntimeError as error:
+        raise CommandError(str(error), exit_code=1) from None
+    if args.json:
+        print_json(report.to_json())
+    else:
+        print(render(report))
+    return 0
+
+
+def _progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# ---------- the terminal table ----------
+
+
+def _percent(value: float | None) -> str:
+    return "–" if value is None else f"{value * 100:.1f}%"
+
+
+def render(report: EvalReport) -> str:
+    data = report.to_json()
+    runs = "run" if data["k"] == 1 else "runs"
+    lines = [
+        f"BillSleuth eval: {data['n']} scenarios × {data['k']} {runs}, investigator {data['investigator']} "
+        f"({report.elapsed_s:.1f} s; {'; '.join(report.notes)})",
+        "",
+        f"{'metric':<30} {'rate':>7}  {'95% CI':<17} {'n':>5}",
+    ]
+    for key, label in METRIC_LABELS.items():
+        m = data["metrics"][key]
+        lo, hi = m["ci95"]
+        ci = f"[{_percent(lo)}, {_percent(hi)}]"
+        lines.append(f"{label:<30} {_percent(m['rate']):>7}  {ci:<17} {m['n']:>5}")
+    for j, value in data["metrics"]["pass_hat_k"].items():
+        lines.append(f"{'pass^' + j:<30} {_percent(value):>7}")
+    lines += ["", f"{'variant':<30} {'passed':>7} {'n':>5}"]
+    for variant, row in data["by_variant"].items():
+        lines.append(f"{variant:<30} {row['passed']:>7} {row['n']:>5}")
+    lines.append("")
+    if not data["failures"]:
+        lines.append("failures: none")
+        return "\n".join(lines)
+    lines.append(f"failures ({len(data['failures'])}):")
+    for failure in data["failures"]:
+        lines.append(_failure_line(failure, data["k"]))
+    return "\n".join(lines)
+
+
+def _failure_line(failure: dict[str, Any], k: int) -> str:
+    expected, got = failure["expected"], failure["got"]
+    which = f"{failure['scenario']}" + (f" run {failure['repetition']}" if k > 1 else "")
+    fields = ("root_cause", "invoice_id", "overcharge", "expected_action")
+    wanted = " ".join(str(expected[key]) for key in fields)
+    found = " ".join(str(got[key]) for key in fields)
+    line = f"  {which} [{failure['variant']}] expected {wanted}; got {got['status']}: {found}"
+    if failure["escalation_reason"]:
+        line += f" — {failure['escalation_reason']}"
+    return line

@@ -1,0 +1,304 @@
+"""The evaluation: open a case for every scenario, score its verified answer against the ground truth.
+
+It reads the ledger at DATABASE_URL as it stands and never changes it: the cases run on a scratch copy of
+that ledger (scenarios/eval_scratch.py), and each of the k repetitions starts from an untouched clone of
+the copy. The one exception is a database with no ledger at all when no scenario directory was given:
+then the default dataset is seeded into it first (DESIGN §3), matching the committed scenario files.
+
+Cases run concurrently (asyncio, a bounded number at a time); the investigation is the real graph, the
+same CaseService the CLI and the bot use, with requester "eval".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import func, select
+
+from agent.cases import case_service
+from agent.checkpoint import setup_checkpointer
+from agent.configuration import Configuration
+from approvals.config import ApprovalSettings
+from engine import schema
+from engine.db import create_engine, home
+from scenarios.eval_metrics import (
+    Answer,
+    Score,
+    Truth,
+    answer_from_case,
+    count,
+    error_answer,
+    pass_hat_k,
+    rate,
+    score,
+)
+from scenarios.eval_scratch import ScratchServer
+from scenarios.generator import DEFAULT_SCENARIOS_DIR, DEFAULT_SEED
+
+CONCURRENT_CASES = 8
+REQUESTER = "eval"
+Progress = Callable[[str], None]
+
+
+class EvalInputError(ValueError):
+    """Bad input to the evaluation (a missing directory, a malformed scenario file, k < 1, …)."""
+
+
+@dataclass(frozen=True)
+class ScenarioFile:
+    id: str
+    customer_id: str
+    question: str
+    truth: Truth
+
+
+@dataclass(frozen=True)
+class Run:
+    scenario: ScenarioFile
+    repetition: int  # 1-based
+    answer: Answer
+    score: Score
+
+
+@dataclass
+class EvalReport:
+    investigator: str
+    k: int
+    scenarios: list[ScenarioFile]
+    runs: list[Run]
+    seeded_default: bool = False
+    elapsed_s: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """DESIGN's `eval --json` shape."""
+        return {
+            "n": len(self.scenarios),
+            "investigator": self.investigator,
+            "k": self.k,
+            "metrics": metrics(self.runs, self.scenarios, self.k),
+            "by_variant": by_variant(self.runs),
+            "failures": failures(self.runs),
+        }
+
+
+# ---------- scenario files ----------
+
+
+def default_scenarios_dir() -> Path:
+    """$BILLSLEUTH_HOME/scenarios when `billsleuth seed` wrote files there, else the committed default."""
+    local = home() / "scenarios"
+    return local if any(local.glob("S*.json")) else DEFAULT_SCENARIOS_DIR
+
+
+def _truth(path: Path, raw: Any) -> Truth:
+    if not isinstance(raw, dict):
+        raise EvalInputError(f"{path.name}: truth must be an object")
+    missing = [
+        k for k in ("root_cause", "variant", "invoice_ids", "overcharge", "expected_action") if k not in raw
+    ]
+    if missing:
+        raise EvalInputError(f"{path.name}: truth lacks {', '.join(missing)}")
+    invoice_ids = raw["invoice_ids"]
+    if not isinstance(invoice_ids, list) or not invoice_ids:
+        raise EvalInputError(f"{path.name}: truth.invoice_ids must name at least one invoice")
+    if not isinstance(raw["overcharge"], str):
+        raise EvalInputError(f'{path.name}: truth.overcharge must be a money string like "26.02"')
+    try:
+        overcharge = Decimal(raw["overcharge"])
+    except InvalidOperation:
+        raise EvalInputError(
+            f"{path.name}: truth.overcharge {raw['overcharge']!r} is not an amount"
+        ) from None
+    return Truth(
+        root_cause=str(raw["root_cause"]),
+        variant=str(raw["variant"]),
+        invoice_id=str(invoice_ids[0]),
+        overcharge=overcharge,
+        expected_action=str(raw["expected_action"]),
+    )
+
+
+def load_scenario(path: Path) -> ScenarioFile:
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise EvalInputError(f"{path.name}: cannot read it as JSON ({error})") from None
+    if not isinstance(raw, dict):
+        raise EvalInputError(f"{path.name}: a scenario file holds one JSON object")
+    missing = [k for k in ("id", "customer_id", "question", "truth") if k not in raw]
+    if missing:
+        raise EvalInputError(f"{path.name}: lacks {', '.join(missing)}")
+    return ScenarioFile(
+        str(raw["id"]), str(raw["customer_id"]), str(raw["question"]), _truth(path, raw["truth"])
+    )
+
+
+def load_scenarios(directory: Path) -> list[ScenarioFile]:
+    if not directory.is_dir():
+        raise EvalInputError(f"scenario directory {directory} does not exist")
+    paths = sorted(directory.glob("S*.json"))
+    if not paths:
+        raise EvalInputError(f"no scenario files (S*.json) in {directory}")
+    scenarios = [load_scenario(path) for path in paths]
+    seen: set[str] = set()
+    for scenario in scenarios:
+        if scenario.id in seen:
+            raise EvalInputError(f"scenario id {scenario.id} appears twice in {directory}")
+        seen.add(scenario.id)
+    return scenarios
+
+
+# ---------- aggregation ----------
+
+
+def metrics(runs: list[Run], scenarios: list[ScenarioFile], k: int) -> dict[str, Any]:
+    """Rates over all runs (every scenario × every repetition); the two credit rates over their kind only."""
+    explain_only = [r for r in runs if r.scenario.truth.expected_action == "explain_only"]
+    owed_credit = [r for r in runs if r.scenario.truth.expected_action == "credit_note"]
+    passes: dict[str, list[bool]] = {s.id: [] for s in scenarios}
+    for r in runs:
+        passes[r.scenario.id].append(r.score.passed)
+    return {
+        "root_cause": rate(*count(r.score.root_cause for r in runs)),
+        "invoice": rate(*count(r.score.invoice for r in runs)),
+        "overcharge": rate(*count(r.score.overcharge for r in runs)),
+        "action": rate(*count(r.score.action for r in runs)),
+        "false_credit": rate(*count(r.score.judged_credit for r in explain_only)),
+        "missed_credit": rate(*count(not r.score.judged_credit for r in owed_credit)),
+        "hallucinated_numbers": rate(*count(r.score.hallucinated for r in runs)),
+        "pass_hat_k": pass_hat_k(list(passes.values()), k),
+    }
+
+
+def by_variant(runs: list[Run]) -> dict[str, dict[str, int]]:
+    """{variant: {n, passed}} on the first repetition, variants in alphabetical order."""
+    table: dict[str, dict[str, int]] = {}
+    for r in runs:
+        if r.repetition != 1:
+            continue
+        row = table.setdefault(r.scenario.truth.variant, {"n": 0, "passed": 0})
+        row["n"] += 1
+        row["passed"] += int(r.score.passed)
+    return dict(sorted(table.items()))
+
+
+def failures(runs: list[Run]) -> list[dict[str, Any]]:
+    return [
+        {
+            "scenario": r.scenario.id,
+            "variant": r.scenario.truth.variant,
+            "repetition": r.repetition,
+            "expected": r.scenario.truth.as_json(),
+            "got": r.answer.as_json(),
+            "escalation_reason": r.answer.escalation_reason,
+        }
+        for r in sorted(runs, key=lambda r: (r.scenario.id, r.repetition))
+        if not r.score.passed
+    ]
+
+
+# ---------- running ----------
+
+
+async def ledger_customers(libpq_url: str) -> int:
+    engine = create_engine(libpq_url)
+    try:
+        async with engine.connect() as conn:
+            return (await conn.execute(select(func.count()).select_from(schema.customers))).scalar_one()
+    finally:
+        await engine.dispose()
+
+
+async def run_repetition(
+    libpq_url: str,
+    scenarios: list[ScenarioFile],
+    repetition: int,
+    configuration: Configuration,
+    approval_settings: ApprovalSettings,
+    concurrency: int = CONCURRENT_CASES,
+) -> list[Run]:
+    """Open one case per scenario on this (scratch) database, at most `concurrency` at a time."""
+    gate = asyncio.Semaphore(concurrency)
+    async with case_service(libpq_url, configuration, approval_settings) as service:
+
+        async def one(scenario: ScenarioFile) -> Run:
+            async with gate:
+                try:
+                    case = await service.open_case(
+                        scenario.question, requester=REQUESTER, customer_id=scenario.customer_id
+                    )
+                    answer = answer_from_case(case)
+                except Exception as error:  # one broken case is a failed run, not a failed evaluation
+                    answer = error_answer(f"{type(error).__name__}: {error}")
+            return Run(scenario, repetition, answer, score(scenario.truth, answer))
+
+        return list(await asyncio.gather(*(one(s) for s in scenarios)))
+
+
+def _all_errored(runs: list[Run]) -> bool:
+    return bool(runs) and all(r.answer.status == "error" for r in runs)
+
+
+def evaluate(
+    source_url: str,
+    *,
+    scenarios_dir: Path | None = None,
+    configuration: Configuration,
+    k: int = 1,
+    approval_settings: ApprovalSettings | None = None,
+    concurrency: int = CONCURRENT_CASES,
+    progress: Progress | None = None,
+) -> EvalReport:
+    """Run the evaluation against the ledger at source_url without changing it (see the module doc)."""
+    if k < 1:
+        raise EvalInputError(f"-k must be at least 1, got {k}")
+    say = progress or (lambda _message: None)
+    started = time.monotonic()
+    seeded = False
+    if scenarios_dir is None:
+        if asyncio.run(ledger_customers(source_url)) == 0:
+            from scenarios.seed import seed_database
+
+            asyncio.run(seed_database(source_url, DEFAULT_SEED))
+            seeded = True
+            say(f"the ledger was empty: seeded the default dataset (seed {DEFAULT_SEED}) into it first")
+            scenarios_dir = DEFAULT_SCENARIOS_DIR
+        else:
+            scenarios_dir = default_scenarios_dir()
+    elif asyncio.run(ledger_customers(source_url)) == 0:
+        raise EvalInputError(
+            f"the ledger at DATABASE_URL is empty: run `billsleuth seed` with the seed that wrote "
+            f"{scenarios_dir} first"
+        )
+    scenarios = load_scenarios(scenarios_dir)
+    settings = approval_settings or ApprovalSettings()
+    report = EvalReport(configuration.investigator, k, scenarios, [], seeded_default=seeded)
+    report.notes.append(f"scenarios from {scenarios_dir}")
+
+    with ScratchServer(source_url) as scratch:
+        base = scratch.copy_of_source()
+        asyncio.run(setup_checkpointer(base))
+        for repetition in range(1, k + 1):
+            # With one run the copy itself is used; with more, each starts from its own untouched clone.
+            target = base if k == 1 else scratch.clone(base, f"r{repetition}")
+            say(f"run {repetition} of {k}: {len(scenarios)} cases ({configuration.investigator})")
+            runs = asyncio.run(
+                run_repetition(target, scenarios, repetition, configuration, settings, concurrency)
+            )
+            if target != base:
+                scratch.drop(target)
+            if _all_errored(runs):
+                raise RuntimeError(
+                    f"every case failed with an error, e.g. {runs[0].answer.escalation_reason}"
+                )
+            report.runs.extend(runs)
+    report.elapsed_s = time.monotonic() - started
+    return report
