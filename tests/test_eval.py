@@ -1,0 +1,286 @@
+"""`billsleuth eval` end to end: the installed console script against real databases.
+
+The evaluation must score the offline investigator perfectly on the default dataset and on another seed's,
+print exactly DESIGN's JSON shape, and leave the database at DATABASE_URL as it found it — every table,
+every sequence — with no scratch database left behind on the server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from agent.cases import case_service
+from agent.checkpoint import setup_checkpointer
+from agent.configuration import Configuration
+from approvals.config import ApprovalSettings
+from bot.cli import main as cli
+from engine.db import with_database
+from scenarios.eval_scratch import leftover_scratch_databases
+from scenarios.generator import DEFAULT_SCENARIOS_DIR
+from scenarios.seed import seed_database
+from tests.pg import admin_execute, clone_database, database_name, drop_database
+
+BILLSLEUTH = Path(sys.executable).parent / "billsleuth"
+TOP_KEYS = {"n", "investigator", "k", "metrics", "by_variant", "failures"}
+RATE_KEYS = (
+    "root_cause",
+    "invoice",
+    "overcharge",
+    "action",
+    "false_credit",
+    "missed_credit",
+    "hallucinated_numbers",
+)
+
+
+def run_eval(url: str, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "BILLSLEUTH_INVESTIGATOR")}
+    env.update(DATABASE_URL=url, BILLSLEUTH_HOME=str(home))
+    return subprocess.run(
+        [str(BILLSLEUTH), "eval", *args], env=env, capture_output=True, text=True, timeout=600, check=False
+    )
+
+
+def fingerprint(url: str) -> dict[str, Any]:
+    """Every table's row count and an md5 of its rows, and every sequence's position."""
+    with psycopg.connect(url) as conn:
+        tables = [
+            row[0]
+            for row in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename"
+            )
+        ]
+        state: dict[str, Any] = {}
+        for table in tables:
+            digest = "md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), ''))"
+            state[table] = conn.execute(f'SELECT count(*), {digest} FROM "{table}" t').fetchone()
+        for name, last_value in conn.execute("SELECT sequencename, last_value FROM pg_sequences"):
+            state[f"sequence {name}"] = last_value
+    return state
+
+
+def rows(url: str, table: str) -> int:
+    with psycopg.connect(url) as conn:
+        return conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]  # type: ignore[index]
+
+
+def assert_shape(report: dict[str, Any], n: int, k: int) -> None:
+    assert set(report) == TOP_KEYS
+    assert (report["n"], report["investigator"], report["k"]) == (n, "offline", k)
+    assert set(report["metrics"]) == {*RATE_KEYS, "pass_hat_k"}
+    for key in RATE_KEYS:
+        metric = report["metrics"][key]
+        assert set(metric) == {"rate", "n", "ci95"}, key
+        lo, hi = metric["ci95"]
+        assert 0.0 <= lo <= metric["rate"] <= hi <= 1.0, key
+    assert list(report["metrics"]["pass_hat_k"]) == [str(j) for j in range(1, k + 1)]
+    assert all(set(row) == {"n", "passed"} for row in report["by_variant"].values())
+    assert sum(row["n"] for row in report["by_variant"].values()) == n
+    assert isinstance(report["failures"], list)
+
+
+def assert_perfect(report: dict[str, Any]) -> None:
+    metrics = report["metrics"]
+    runs = report["n"] * report["k"]
+    for key in ("root_cause", "invoice", "overcharge", "action"):
+        failed = [(f["scenario"], f["got"]["status"], f["escalation_reason"]) for f in report["failures"]]
+        assert (metrics[key]["rate"], metrics[key]["n"]) == (1.0, runs), (key, failed)
+    assert metrics["false_credit"]["rate"] == 0.0
+    assert metrics["missed_credit"]["rate"] == 0.0
+    assert metrics["hallucinated_numbers"]["rate"] == 0.0
+    assert set(metrics["pass_hat_k"].values()) == {1.0}
+    assert all(row["passed"] == row["n"] for row in report["by_variant"].values())
+    assert report["failures"] == []
+
+
+def test_console_script_is_installed() -> None:
+    assert BILLSLEUTH.is_file(), f"{BILLSLEUTH} is missing: install the project into the venv"
+
+
+def test_eval_on_an_empty_database_seeds_the_default_dataset_and_scores_it(
+    db_url: str, pg_server_url: str, tmp_path: Path
+) -> None:
+    started = time.monotonic()
+    result = run_eval(db_url, tmp_path, "--json", "--investigator", "offline")
+    elapsed = time.monotonic() - started
+    assert result.returncode == 0, result.stderr
+    assert "seeded the default dataset" in result.stderr
+    report = json.loads(result.stdout)
+    assert_shape(report, n=100, k=1)
+    # The default dataset: 80 scenarios owe a credit, 20 are explain-only.
+    assert report["metrics"]["missed_credit"]["n"] == 80
+    assert report["metrics"]["false_credit"]["n"] == 20
+    # Seeded into the database itself; the cases ran elsewhere.
+    assert rows(db_url, "customers") == 100
+    for table in ("cases", "credit_notes", "audit_log", "activity_log"):
+        assert rows(db_url, table) == 0, table
+    assert leftover_scratch_databases(pg_server_url) == []
+    assert_perfect(report)
+    print(f"\nfull offline eval of the 100 default scenarios, seeding included: {elapsed:.1f} s")
+
+
+@pytest.fixture
+async def busy_seeded_db_url(seeded_db_url: str) -> str:
+    """The seeded default dataset after some real work: one case opened, its credit note drafted."""
+    await setup_checkpointer(seeded_db_url)
+    scenario = json.loads((DEFAULT_SCENARIOS_DIR / "S001.json").read_text(encoding="utf-8"))
+    async with case_service(
+        seeded_db_url, Configuration(investigator="offline"), ApprovalSettings()
+    ) as service:
+        case = await service.open_case(scenario["question"], requester="U0SUPPORT", customer_id="C-0001")
+    assert case["credit_note"] is not None
+    return seeded_db_url
+
+
+def one_file_per_variant(target: Path) -> list[str]:
+    target.mkdir()
+    chosen: dict[str, str] = {}
+    for path in sorted(DEFAULT_SCENARIOS_DIR.glob("S*.json")):
+        variant = json.loads(path.read_text(encoding="utf-8"))["truth"]["variant"]
+        if variant not in chosen:
+            chosen[variant] = path.stem
+            shutil.copy(path, target / path.name)
+    return sorted(chosen.values())
+
+
+def test_eval_leaves_the_ledger_as_it_stands_and_repeats_from_untouched_copies(
+    busy_seeded_db_url: str, pg_server_url: str, tmp_path: Path
+) -> None:
+    # S001 is in the subset and its customer already has a draft credit note (CN numbers continue past it).
+    chosen = one_file_per_variant(tmp_path / "subset")
+    assert "S001" in chosen and len(chosen) == 16
+    before = fingerprint(busy_seeded_db_url)
+    assert before["credit_notes"][0] == 1 and before["cases"][0] == 1
+
+    result = run_eval(
+        busy_seeded_db_url, tmp_path, "--json", "-k", "2", "--scenarios", str(tmp_path / "subset")
+    )
+
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert_shape(report, n=16, k=2)
+    assert report["metrics"]["root_cause"]["n"] == 32
+    assert fingerprint(busy_seeded_db_url) == before
+    assert leftover_scratch_databases(pg_server_url) == []
+    assert_perfect(report)
+
+
+async def test_eval_scores_another_seeds_dataset_from_its_files(
+    pg_server_url: str, migrated_template: str, tmp_path: Path
+) -> None:
+    url = clone_database(pg_server_url, migrated_template, prefix="s3")
+    try:
+        await seed_database(url, 3, tmp_path / "seed3")
+        before = fingerprint(url)
+        result = run_eval(url, tmp_path, "--json", "--scenarios", str(tmp_path / "seed3"))
+        assert result.returncode == 0, result.stderr
+        report = json.loads(result.stdout)
+        assert_shape(report, n=100, k=1)
+        assert fingerprint(url) == before
+        assert_perfect(report)
+    finally:
+        drop_database(pg_server_url, database_name(url))
+
+
+def test_the_terminal_table(seeded_db_url: str, tmp_path: Path) -> None:
+    subset = tmp_path / "two"
+    subset.mkdir()
+    for name in ("S001.json", "S081.json"):
+        shutil.copy(DEFAULT_SCENARIOS_DIR / name, subset / name)
+    result = run_eval(seeded_db_url, tmp_path, "--scenarios", str(subset), "--investigator", "offline")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("BillSleuth eval: 2 scenarios × 1 run, investigator offline")
+    root_cause = next(line for line in lines if line.startswith("root cause"))
+    assert root_cause.split()[2:] == ["100.0%", "[34.2%,", "100.0%]", "2"]
+    assert "failures: none" in lines
+
+
+# ---------- refusals ----------
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-k", "0"], "-k must be at least 1, got 0"),
+        (["-k", "two"], "-k must be a whole number, got 'two'"),
+        (["--investigator", "oracle"], "unknown investigator 'oracle': use offline or llm"),
+        (["--scenarios", "/no/such/dir"], "--scenarios /no/such/dir is not a directory"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("BILLSLEUTH_INVESTIGATOR", raising=False)
+    with pytest.raises(SystemExit) as exit_info:
+        cli(["eval", *args])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err == f"billsleuth: error: {message}\n"
+
+
+def test_llm_without_a_key_is_refused(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(SystemExit) as exit_info:
+        cli(["eval", "--investigator", "llm"])
+    assert exit_info.value.code == 2
+    assert "OPENAI_API_KEY" in capsys.readouterr().err
+
+
+def test_scenarios_for_an_empty_ledger_are_refused(db_url: str, tmp_path: Path) -> None:
+    result = run_eval(db_url, tmp_path, "--scenarios", str(DEFAULT_SCENARIOS_DIR))
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1
+    assert "the ledger at DATABASE_URL is empty" in result.stderr
+    assert rows(db_url, "customers") == 0  # with --scenarios it does not seed
+
+
+def test_a_malformed_scenario_file_is_named(seeded_db_url: str, tmp_path: Path) -> None:
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "S001.json").write_text(
+        '{"id": "S001", "customer_id": "C-0001", "question": "?"}', encoding="utf-8"
+    )
+    result = run_eval(seeded_db_url, tmp_path, "--scenarios", str(broken))
+    assert result.returncode == 2
+    assert result.stderr == "billsleuth: error: S001.json: lacks truth\n"
+
+
+def test_a_role_that_cannot_create_databases_gets_one_clear_line(
+    seeded_db_url: str, pg_server_url: str, tmp_path: Path
+) -> None:
+    role = f"bs_no_createdb_{os.getpid()}"
+    database = database_name(seeded_db_url)
+    try:
+        admin_execute(
+            pg_server_url, f'DROP ROLE IF EXISTS "{role}"', f'CREATE ROLE "{role}" LOGIN NOCREATEDB'
+        )
+    except psycopg.Error as error:
+        pytest.skip(f"cannot create a role on this server: {error}")
+    try:
+        with psycopg.connect(seeded_db_url, autocommit=True) as conn:
+            conn.execute(f'GRANT SELECT ON ALL TABLES IN SCHEMA public TO "{role}"')
+        url = with_database(pg_server_url, database).replace("postgres:@", f"{role}:@", 1)
+        if f"{role}:@" not in url:
+            pytest.skip("the server URL carries credentials this test cannot swap")
+        result = run_eval(url, tmp_path, "--json")
+        assert result.returncode == 1
+        assert result.stdout == ""
+        assert result.stderr.count("\n") == 1
+        assert "refused to create" in result.stderr and "CREATEDB" in result.stderr
+    finally:
+        with psycopg.connect(seeded_db_url, autocommit=True) as conn:
+            conn.execute(f'REVOKE ALL ON ALL TABLES IN SCHEMA public FROM "{role}"')
+        admin_execute(pg_server_url, f'DROP ROLE IF EXISTS "{role}"')
