@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -284,3 +285,34 @@ def test_a_role_that_cannot_create_databases_gets_one_clear_line(
         with psycopg.connect(seeded_db_url, autocommit=True) as conn:
             conn.execute(f'REVOKE ALL ON ALL TABLES IN SCHEMA public FROM "{role}"')
         admin_execute(pg_server_url, f'DROP ROLE IF EXISTS "{role}"')
+
+
+def test_an_interrupted_eval_drops_its_scratch_databases(seeded_db_url: str, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "BILLSLEUTH_INVESTIGATOR")}
+    env.update(DATABASE_URL=seeded_db_url, BILLSLEUTH_HOME=str(tmp_path))
+    before = fingerprint(seeded_db_url)
+    process = subprocess.Popen(
+        [str(BILLSLEUTH), "eval", "--investigator", "offline"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        # A child started from a non-interactive shell may inherit SIGINT ignored; Ctrl-C must reach it.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    prefix = f"bs_eval_{process.pid}_"
+    try:
+        deadline = time.monotonic() + 60
+        while not any(name.startswith(prefix) for name in leftover_scratch_databases(seeded_db_url)):
+            assert process.poll() is None and time.monotonic() < deadline, "eval never made its scratch copy"
+            time.sleep(0.1)
+        time.sleep(2)  # let cases get under way on the copy
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130
+    assert err.endswith("billsleuth: error: interrupted\n")
+    assert not [name for name in leftover_scratch_databases(seeded_db_url) if name.startswith(prefix)]
+    assert fingerprint(seeded_db_url) == before

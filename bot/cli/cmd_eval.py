@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -99,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
     except SettingsError as error:
         raise CommandError(str(error)) from None
     url = ready_database()
+    _unwind_on_sigterm()
     try:
         report = evaluate(
             url,
@@ -119,6 +121,15 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(render(report))
     return 0
+
+
+def _unwind_on_sigterm() -> None:
+    """A terminated eval still drops its scratch databases: SIGTERM unwinds like Ctrl-C (exit 143)."""
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
 
 
 def _progress(message: str) -> None:
