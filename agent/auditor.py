@@ -8,6 +8,7 @@ investigator and `billsleuth audit` both stand on it; no ground truth is ever re
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date
@@ -16,7 +17,7 @@ from typing import Any, Literal
 
 from agent.audit_causes import ROOT_CAUSES, Context, diagnose, lines_of, plural, quote
 from engine.billing import months_between, tax_percent
-from engine.diff import InvoiceCheck, check_ledger
+from engine.diff import InvoiceCheck, check_ledger, expected_invoices
 from engine.model import CustomerLedger, Invoice, Line, PriceBook
 from engine.money import ZERO, fmt, money
 
@@ -29,6 +30,7 @@ __all__ = [
     "Investigation",
     "audit_customer",
     "audit_ledgers",
+    "has_overpaid_invoice",
     "investigate",
 ]
 
@@ -186,6 +188,33 @@ def audit_customer(ledger: CustomerLedger, book: PriceBook, as_of: date) -> list
         return []
     invoices = {inv.id: inv for inv in ledger.invoices}
     return [_finding(ledger, book, check, invoices[check.invoice_id]) for check in overpaid_checks]
+
+
+def has_overpaid_invoice(ledger: CustomerLedger, book: PriceBook, as_of: date) -> bool:
+    """Whether audit_customer would find anything, judged on what is due, paid and credited alone.
+
+    Invoices may come without their lines, so a sweep can screen every customer cheaply and load whole
+    ledgers only for the few it flags. It applies check_ledger's rule for which invoice should exist
+    (tests hold the two to the same answer) but skips the line-by-line comparison, most of the cost.
+    """
+    rules = {(inv.subscription_id, inv.period_start): inv for inv in expected_invoices(ledger, book, as_of)}
+    billed_ids = {inv.id for inv in ledger.invoices}
+    paid: dict[str, Decimal] = defaultdict(Decimal)
+    for payment in ledger.payments:
+        if payment.status == "succeeded":
+            paid[payment.invoice_id] += payment.amount
+    for note in ledger.credit_notes:
+        if note.status == "issued":
+            paid[note.invoice_id] -= note.amount
+    for invoice in ledger.invoices:
+        want = rules.get((invoice.subscription_id, invoice.period_start))
+        if invoice.issued_at > as_of or paid[invoice.id] <= ZERO:
+            continue
+        should_exist = want is not None and (invoice.id == want.id or want.id not in billed_ids)
+        due = max(want.total, ZERO) if should_exist and want is not None else ZERO
+        if money(paid[invoice.id]) > due:
+            return True
+    return False
 
 
 def audit_ledgers(ledgers: Iterable[CustomerLedger], book: PriceBook, as_of: date) -> list[Finding]:

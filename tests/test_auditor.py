@@ -3,12 +3,13 @@ other seeds. The auditor sees only the ledger (as the database would hold it); t
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import date
 from decimal import Decimal
 
 import pytest
 
-from agent.auditor import NO_ERROR, ROOT_CAUSES, audit_customer, investigate
+from agent.auditor import NO_ERROR, ROOT_CAUSES, audit_customer, has_overpaid_invoice, investigate
 from agent.intake import parse_complaint
 from engine.model import CustomerLedger, PriceBook
 from engine.money import fmt
@@ -28,6 +29,12 @@ def as_customer_ledger(ledger: ScenarioLedger) -> CustomerLedger:
     )
 
 
+def headers_only(ledger: CustomerLedger) -> CustomerLedger:
+    """The sweep's screen sees invoices without their lines."""
+    invoices = [replace(inv, lines=[]) for inv in ledger.invoices]
+    return replace(ledger, invoices=invoices)
+
+
 def test_the_auditor_knows_exactly_the_twelve_root_causes() -> None:
     assert set(ROOT_CAUSES) == set(INJECTORS)
     assert len(CASES) == 500
@@ -36,7 +43,13 @@ def test_the_auditor_knows_exactly_the_twelve_root_causes() -> None:
 @pytest.mark.parametrize(("seed", "index", "kind"), CASES, ids=[f"seed{s}-S{i:03d}-{k}" for s, i, k in CASES])
 def test_audit_finds_exactly_the_injected_fault(seed: int, index: int, kind: str) -> None:
     scenario_ledger, truth, _ = make_scenario(seed, index, kind)
-    findings = audit_customer(as_customer_ledger(scenario_ledger), BOOK, AS_OF)
+    ledger = as_customer_ledger(scenario_ledger)
+    findings = audit_customer(ledger, BOOK, AS_OF)
+    # The sweep's cheap screen must flag exactly the customers the full audit has findings for.
+    assert has_overpaid_invoice(ledger, BOOK, AS_OF) is has_overpaid_invoice(
+        headers_only(ledger), BOOK, AS_OF
+    )
+    assert has_overpaid_invoice(ledger, BOOK, AS_OF) is bool(findings)
     if truth.root_cause == NO_ERROR:
         assert findings == []
         return
