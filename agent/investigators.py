@@ -29,8 +29,8 @@ class InvestigationOutcome:
 async def auditor_view(ctx: ToolContext, month: int | None, amount: Decimal | None) -> dict[str, Any]:
     """The deterministic auditor's conclusion for this case (code reading the ledger, not a model)."""
     async with ctx.engine.connect() as conn:
-        ledger = await load_ledger(conn, ctx.customer_id)
-        book = await load_price_book(conn)
+        ledger = ctx.cached_ledger or await load_ledger(conn, ctx.customer_id)
+        book = ctx.cached_book or await load_price_book(conn)
     result = audit_investigate(ledger, book, ledger_as_of(ledger), month, amount)
     return {
         "root_cause": result.root_cause,

@@ -12,8 +12,8 @@ Language = Literal["en", "zh"]
 
 ROOT_CAUSES: dict[str, tuple[str, str]] = {
     "proration_wrong_days": (
-        "the mid-period plan change was prorated over 30 days instead of the period's real length",
-        "套餐中途变更的按天折算用了 30 天作分母,而不是该周期的实际天数",
+        "the mid-period plan change was prorated over a fixed month length instead of the period's real number of days",
+        "套餐中途变更的按天折算用了固定的月长度作分母,而不是该周期的实际天数",
     ),
     "proration_missing_credit": (
         "after the upgrade we charged the new plan's remaining days but did not credit the old plan's unused days",

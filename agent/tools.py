@@ -22,7 +22,7 @@ from engine import schema
 from engine.billing import local_date
 from engine.diff import InvoiceCheck, check_ledger
 from engine.ledger import UnknownCustomer, load_ledger, load_price_book
-from engine.model import CustomerLedger, Invoice
+from engine.model import CustomerLedger, Invoice, PriceBook
 from engine.money import fmt
 
 INVOICE_ID = r"^INV-[0-9A-Za-z-]{1,40}$"
@@ -42,6 +42,9 @@ class ToolContext:
     actor: str  # "agent:offline", "agent:llm", "system:verify", "approver:U123"
     on_progress: ProgressCallback | None = None
     calls: list[dict[str, Any]] = field(default_factory=list)  # this run's trail, in order
+    # One investigation reads one ledger: load it once, not once per tool call.
+    cached_ledger: CustomerLedger | None = field(default=None, repr=False)
+    cached_book: PriceBook | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -170,11 +173,20 @@ def ledger_as_of(ledger: CustomerLedger) -> date:
 
 
 async def _ledger(ctx: ToolContext) -> CustomerLedger:
-    async with ctx.engine.connect() as conn:
-        try:
-            return await load_ledger(conn, ctx.customer_id)
-        except UnknownCustomer as error:
-            raise ToolError(str(error)) from None
+    if ctx.cached_ledger is None:
+        async with ctx.engine.connect() as conn:
+            try:
+                ctx.cached_ledger = await load_ledger(conn, ctx.customer_id)
+            except UnknownCustomer as error:
+                raise ToolError(str(error)) from None
+    return ctx.cached_ledger
+
+
+async def _price_book(ctx: ToolContext) -> PriceBook:
+    if ctx.cached_book is None:
+        async with ctx.engine.connect() as conn:
+            ctx.cached_book = await load_price_book(conn)
+    return ctx.cached_book
 
 
 def _own_invoice(ledger: CustomerLedger, invoice_id: str) -> Invoice:
@@ -254,8 +266,7 @@ async def list_subscription_events(ctx: ToolContext, _: NoArgs) -> dict[str, Any
 
 
 async def get_price_book(ctx: ToolContext, _: NoArgs) -> dict[str, Any]:
-    async with ctx.engine.connect() as conn:
-        book = await load_price_book(conn)
+    book = await _price_book(ctx)
     return {
         "plans": [
             {"id": p.id, "name": p.name, "interval": p.interval, "unit_price": _money(p.unit_price)}
@@ -281,8 +292,7 @@ async def get_price_book(ctx: ToolContext, _: NoArgs) -> dict[str, Any]:
 async def recompute(ctx: ToolContext, invoice_id: str) -> InvoiceCheck:
     ledger = await _ledger(ctx)
     _own_invoice(ledger, invoice_id)
-    async with ctx.engine.connect() as conn:
-        book = await load_price_book(conn)
+    book = await _price_book(ctx)
     for check in check_ledger(ledger, book, ledger_as_of(ledger)):
         if check.invoice_id == invoice_id:
             return check
