@@ -7,7 +7,7 @@ from dataclasses import replace
 from datetime import UTC, date, datetime
 from decimal import Decimal
 
-from agent.auditor import NO_ERROR, UNKNOWN, audit_customer, investigate
+from agent.auditor import NO_ERROR, UNKNOWN, audit_customer, has_overpaid_invoice, investigate
 from engine.billing import build_invoices
 from engine.model import CreditNote, Customer, CustomerLedger, Event, Line, Payment, PriceBook, Subscription
 from engine.money import ZERO, money
@@ -71,6 +71,9 @@ def test_issued_credit_notes_reduce_the_overcharge_and_a_full_one_settles_it() -
     assert audit_customer(ledger_of(s, [draft]), BOOK, AS_OF)[0].overcharge == before.overcharge
     full = CreditNote("CN-0003", before.invoice_id, before.overcharge, "settled", "issued")
     assert audit_customer(ledger_of(s, [full]), BOOK, AS_OF) == []
+    # The sweep's screen agrees: a partly credited invoice is still flagged, a settled one is not.
+    assert has_overpaid_invoice(ledger_of(s, [part]), BOOK, AS_OF) is True
+    assert has_overpaid_invoice(ledger_of(s, [full]), BOOK, AS_OF) is False
 
 
 def test_a_correct_negative_invoice_nobody_paid_is_not_a_finding() -> None:
@@ -90,6 +93,7 @@ def test_a_correct_negative_invoice_nobody_paid_is_not_a_finding() -> None:
     ]
     ledger = CustomerLedger(customer, [sub], invoices, payments)
     assert audit_customer(ledger, BOOK, date(2026, 8, 5)) == []
+    assert has_overpaid_invoice(ledger, BOOK, date(2026, 8, 5)) is False
     result = investigate(ledger, BOOK, date(2026, 8, 5), month=7)
     assert (result.root_cause, result.invoice_ids, result.variant) == (
         NO_ERROR,
