@@ -51,6 +51,12 @@ from scenarios.store import ledger_rows, write_price_book  # noqa: E402
 AS_OF = date(2026, 10, 15)
 COUNTRIES = ["CN", "SG", "DE", "US"]
 MONTHLY = ["starter-m", "team-m", "business-m"]
+DOWNGRADE = {"team-m": "starter-m", "business-m": "team-m", "business-y": "team-y"}
+# Injectors that pick their invoice by position or coupon month, so other changes don't confuse them.
+NOISE_TOLERANT = {
+    "duplicate_charge", "duplicate_invoice", "expired_tax_rate", "wrong_tax_region",
+    "coupon_not_applied", "wrong_plan_price",
+}  # fmt: skip
 YEARLY = ["team-y", "business-y"]
 # Faults that only show in some regions (see scenarios.generator.COUNTRIES_FOR).
 COUNTRIES_FOR = {
@@ -115,6 +121,24 @@ class History:
     def upgrade_target(self, plan: str) -> str:
         return {"starter-m": "team-m", "team-m": "business-m", "team-y": "business-y"}.get(plan, plan)
 
+    def random_changes(self, most: int, growth_only: bool = False) -> list[int]:
+        """Up to `most` plan or seat changes, one a period, in order; returns the periods used."""
+        plan, seats, rng = self.plan, self.seats, self.rng
+        used = sorted(rng.sample(range(len(self.periods)), k=min(len(self.periods), rng.randint(0, most))))
+        for j in used:
+            roll = rng.random()
+            if roll < 0.4 and self.upgrade_target(plan) != plan:
+                plan = self.upgrade_target(plan)
+                self.add("upgrade", j, {"to_plan": plan})
+            elif roll < 0.6 and not growth_only and plan in DOWNGRADE:
+                plan = DOWNGRADE[plan]
+                self.add("downgrade", j, {"to_plan": plan})
+            else:
+                steps = [1, 2, 5] if growth_only else [-3, -2, -1, 1, 2, 5]
+                seats = max(1, seats + rng.choice(steps))
+                self.add("quantity_change", j, {"to_quantity": seats})
+        return used
+
     def subscription(self, coupon_id: str | None) -> Subscription:
         return Subscription(
             f"SUB-{self.index:05d}", f"C-{self.index:05d}", self.start, self.anchor, coupon_id, self.events
@@ -125,19 +149,8 @@ def clean_history(rng: random.Random, index: int) -> tuple[Customer, Subscriptio
     """A customer whose bill is right, with whatever a real account goes through."""
     country = rng.choice(COUNTRIES)
     h = History(rng, index, country, yearly=rng.random() < 0.15)
-    plan, seats, last = h.plan, h.seats, len(h.periods) - 1
-    used = sorted(rng.sample(range(last + 1), k=min(last + 1, rng.randint(0, 3))))
-    for j in used:  # at most one change a period, in order
-        roll = rng.random()
-        if roll < 0.4 and h.upgrade_target(plan) != plan:
-            plan = h.upgrade_target(plan)
-            h.add("upgrade", j, {"to_plan": plan})
-        elif roll < 0.6 and plan in ("team-m", "business-m", "business-y"):
-            plan = {"team-m": "starter-m", "business-m": "team-m", "business-y": "team-y"}[plan]
-            h.add("downgrade", j, {"to_plan": plan})
-        else:
-            seats = max(1, seats + rng.choice([-3, -2, -1, 1, 2, 5]))
-            h.add("quantity_change", j, {"to_quantity": seats})
+    last = len(h.periods) - 1
+    used = h.random_changes(3)
     pick = rng.random()
     if pick < 0.06 and last >= 4:
         j = rng.randint(0, last - 3)
@@ -178,6 +191,9 @@ def faulty_history(rng: random.Random, index: int, kind: str) -> tuple[Customer,
         h.add("quantity_change", rng.randint(0, last - 1), {"to_quantity": rng.randint(1, h.seats - 1)})
     elif kind == "cancel_not_respected":
         h.add("cancel", last - 1, {"at_period_end": True})
+    elif kind in NOISE_TOLERANT:
+        # Earlier plan and seat growth: the broken invoice may carry prorations of its own.
+        h.random_changes(2, growth_only=True)
     if kind == "coupon_wrong_base":
         coupon: str | None = "SPRING15"
     elif kind == "coupon_not_applied":
