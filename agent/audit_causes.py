@@ -80,19 +80,29 @@ def config_changes(sub: Subscription, book: PriceBook, country: str) -> list[Con
     plan = book.plans.get(str(create.payload.get("plan_id"))) if create else None
     if create is None or plan is None:
         return []
-    qty = int(create.payload.get("quantity", 1))
+    qty = _seats(create.payload.get("quantity"))
     out: list[ConfigChange] = []
     for event in ordered:
-        if event.type not in CONFIG_CHANGES:
+        if event.type not in CONFIG_CHANGES or qty is None:
             continue
         new_plan = book.plans.get(str(event.payload.get("to_plan", plan.id)))
-        if new_plan is None:
+        new_qty = _seats(event.payload.get("to_quantity", qty))
+        if new_plan is None or new_qty is None:
             break
-        new_qty = int(event.payload.get("to_quantity", qty))
         day = local_date(event.effective_at, country)
         out.append(ConfigChange(event, day, (plan, qty), (new_plan, new_qty)))
         plan, qty = new_plan, new_qty
     return out
+
+
+def _seats(value: object) -> int | None:
+    """A seat count from an event payload, or None when it is not one (the rules refuse those)."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -279,7 +289,8 @@ def cancel_not_respected(ctx: Context) -> Diagnosis | None:
 def _created_config(sub: Subscription, book: PriceBook) -> tuple[Plan, int] | None:
     create = next((e for e in sub.events if e.type == "create"), None)
     plan = book.plans.get(str(create.payload.get("plan_id"))) if create else None
-    return (plan, int(create.payload.get("quantity", 1))) if plan and create else None
+    seats = _seats(create.payload.get("quantity")) if create else None
+    return (plan, seats) if plan is not None and seats is not None else None
 
 
 def duplicate_charge(ctx: Context) -> Diagnosis | None:

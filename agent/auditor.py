@@ -310,11 +310,8 @@ def _coupon_just_ended(ledger: CustomerLedger, book: PriceBook, invoice: Invoice
 
 
 def _spans_a_year(line: Line) -> bool:
-    return (
-        line.period_start is not None
-        and line.period_end is not None
-        and ((line.period_end - line.period_start).days >= 365)
-    )
+    start, end = line.period_start, line.period_end
+    return start is not None and end is not None and (end - start).days >= 365
 
 
 def _benign(ledger: CustomerLedger, book: PriceBook, check: InvoiceCheck, invoice: Invoice) -> _Benign:
@@ -373,10 +370,11 @@ def investigate(
         return Investigation(NO_ERROR, [], ZERO, "explain_only", reasoning, [])
     check = next(c for c in check_ledger(ledger, book, as_of) if c.invoice_id == invoice.id)
     benign = _benign(ledger, book, check, invoice)
-    reasoning = (
-        f"{invoice.id} ({fmt(invoice.total)}) is billed as the rules say and nothing on the account was paid "
-        f"beyond them: {benign.why}."
-    )
+    if check.billing_difference == ZERO:
+        billed = f"{invoice.id} ({fmt(invoice.total)}) is billed as the rules say"
+    else:  # billed differently, but nobody paid more than is due
+        billed = f"{invoice.id} bills {fmt(invoice.total)} where the rules give {fmt(check.should_pay)}"
+    reasoning = f"{billed} and nothing on the account was paid beyond the rules: {benign.why}."
     return Investigation(
         NO_ERROR, [invoice.id], ZERO, "explain_only", reasoning, benign.facts, benign.variant
     )
