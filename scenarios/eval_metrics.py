@@ -21,10 +21,12 @@ DIGITS = 4  # rates and bounds are reported to four decimals (0.01 percentage po
 # Statuses a case reaches only after its findings were verified against the ledger.
 VERIFIED_STATUSES = frozenset({"explained", "awaiting_approval", "issued", "rejected", "expired"})
 
-# How the graph words an escalation for a number the ledger does not support: verify refuses a claimed
-# overcharge that no recomputation shows, and write-up refuses a message stating an unsupported number.
+# How the agent words an escalation for a number the ledger does not support: the LLM investigator refuses
+# a submitted overcharge no tool returned, verify refuses a claimed overcharge no recomputation shows, and
+# write-up refuses a message stating an unsupported number (agent/llm.py, verify.py, graph.py).
 UNGROUNDED_REASON = re.compile(
-    r"not supported by the ledger|ledger does not support|ungrounded", re.IGNORECASE
+    r"not supported by the ledger|ledger does not support|a number no tool it called returned|ungrounded",
+    re.IGNORECASE,
 )
 
 

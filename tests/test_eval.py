@@ -7,6 +7,7 @@ every sequence — with no scratch database left behind on the server.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -29,6 +30,7 @@ from engine.db import with_database
 from scenarios.eval_scratch import leftover_scratch_databases
 from scenarios.generator import DEFAULT_SCENARIOS_DIR
 from scenarios.seed import seed_database
+from tests.openai_stub import OpenAIStub, call
 from tests.pg import admin_execute, clone_database, database_name, drop_database
 
 BILLSLEUTH = Path(sys.executable).parent / "billsleuth"
@@ -316,3 +318,48 @@ def test_an_interrupted_eval_drops_its_scratch_databases(seeded_db_url: str, tmp
     assert err.endswith("billsleuth: error: interrupted\n")
     assert not [name for name in leftover_scratch_databases(seeded_db_url) if name.startswith(prefix)]
     assert fingerprint(seeded_db_url) == before
+
+
+async def test_eval_with_a_model_that_invents_numbers_counts_them_and_still_exits_0(
+    seeded_db_url: str, tmp_path: Path
+) -> None:
+    """The llm investigator through the real SDK against a local stub whose "model" always claims 999.99:
+    every case escalates as ungrounded, nothing is credited, and the scores say so with exit 0."""
+    subset = tmp_path / "two"
+    subset.mkdir()
+    for name in ("S001.json", "S081.json"):  # one credit owed, one explain-only
+        shutil.copy(DEFAULT_SCENARIOS_DIR / name, subset / name)
+    invent = call(
+        "submit_findings",
+        root_cause="wrong_plan_price",
+        invoice_ids=["INV-0001-05"],
+        overcharge="999.99",
+        expected_action="credit_note",
+        reasoning="The plan price looks wrong.",
+    )
+    async with OpenAIStub([invent, invent]) as stub:
+        env = {k: v for k, v in os.environ.items() if k != "BILLSLEUTH_INVESTIGATOR"}
+        env.update(
+            DATABASE_URL=seeded_db_url,
+            BILLSLEUTH_HOME=str(tmp_path),
+            OPENAI_API_KEY=stub.api_key,
+            OPENAI_BASE_URL=stub.base_url,
+        )
+        process = await asyncio.create_subprocess_exec(
+            str(BILLSLEUTH),
+            *("eval", "--json", "--investigator", "llm", "--scenarios", str(subset)),
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(process.communicate(), timeout=300)
+    assert process.returncode == 0, err.decode()
+    report = json.loads(out)
+    assert (report["n"], report["investigator"], report["k"]) == (2, "llm", 1)
+    assert len(stub.requests) == 2 and stub.remaining == 0
+    metrics = report["metrics"]
+    assert metrics["hallucinated_numbers"] == {"rate": 1.0, "n": 2, "ci95": [0.3424, 1.0]}
+    assert metrics["root_cause"]["rate"] == 0.0 and metrics["pass_hat_k"] == {"1": 0.0}
+    assert metrics["missed_credit"]["rate"] == 1.0 and metrics["false_credit"]["rate"] == 0.0
+    assert [f["got"]["status"] for f in report["failures"]] == ["escalated", "escalated"]
+    assert all("999.99" in f["escalation_reason"] for f in report["failures"])

@@ -143,6 +143,8 @@ def test_an_escalated_case_has_no_verified_answer_even_with_findings() -> None:
 def test_only_grounding_escalations_count_as_hallucinated_numbers() -> None:
     claimed = "the claimed overcharge 12.00 is not supported by the ledger (recomputed: INV-0001-05: 0.00)"
     assert score(CREDIT_TRUTH, answer_from_case(case("escalated", reason=claimed))).hallucinated
+    invented = "the model claimed an overcharge of 12.00 on INV-0001-05, a number no tool it called returned"
+    assert score(CREDIT_TRUTH, answer_from_case(case("escalated", reason=invented))).hallucinated
     refused = "the credit note could not be drafted (paid_total): credit exceeds what the customer paid"
     assert not score(CREDIT_TRUTH, answer_from_case(case("escalated", reason=refused))).hallucinated
     assert not score(CREDIT_TRUTH, error_answer("RuntimeError: boom")).hallucinated
