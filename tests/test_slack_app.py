@@ -354,3 +354,10 @@ def test_manifest_declares_what_the_app_uses() -> None:
     assert manifest["settings"]["interactivity"]["is_enabled"] is True
     assert manifest["settings"]["socket_mode_enabled"] is True
     assert len(manifest["display_information"]["description"]) <= 140  # Slack's limit for it
+
+
+async def test_a_taken_port_is_a_one_line_error(slack: SlackRecorder, served) -> None:
+    _, first = await served(reply_in_thread)
+    app = create_app(slack.settings(signing_secret=SECRET))
+    with pytest.raises(SlackConfigError, match=f"cannot listen on 127.0.0.1:{first.port}: "):
+        await start_http(app, host="127.0.0.1", port=first.port)
