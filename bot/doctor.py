@@ -1,0 +1,205 @@
+"""`billsleuth doctor`: what is configured and reachable, and what to fix. Checks never change anything."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from sqlalchemy import func, select, text
+
+Level = Literal["ok", "warn", "fail"]
+MARK = {"ok": "✓", "warn": "!", "fail": "✗"}
+REQUIRED_SCOPES = ("app_mentions:read", "chat:write", "commands")
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    level: Level
+    detail: str
+    fix: str = ""
+
+    def line(self) -> str:
+        text = f"{MARK[self.level]} {self.name}: {self.detail}"
+        return text + (f"\n    → {self.fix}" if self.fix else "")
+
+
+async def check_database() -> list[Check]:
+    from engine import migrate
+    from engine.db import create_engine, database_url
+    from engine.schema import customers, dataset_info
+
+    where = "DATABASE_URL" if os.environ.get("DATABASE_URL") else "the embedded server"
+    try:
+        url = database_url()
+        revision, head = migrate.current_revision(url), migrate.head_revision()
+    except Exception as error:
+        return [
+            Check(
+                "database", "fail", f"{where} is not reachable: {error}".splitlines()[0], "check DATABASE_URL"
+            )
+        ]
+    checks = [Check("database", "ok", f"{where} answers")]
+    if revision != head:
+        checks.append(
+            Check(
+                "schema", "warn", f"at {revision or 'empty'}, head is {head}", "run `billsleuth db upgrade`"
+            )
+        )
+    else:
+        checks.append(Check("schema", "ok", f"at {head}"))
+    engine = create_engine(url)
+    try:
+        async with engine.connect() as conn:
+            has_checkpoints = (await conn.execute(text("SELECT to_regclass('public.checkpoints')"))).scalar()
+            n_customers = (
+                (await conn.execute(select(func.count()).select_from(customers))).scalar_one()
+                if revision
+                else 0
+            )
+            seeded = (
+                (
+                    await conn.execute(select(dataset_info.c.value).where(dataset_info.c.key == "seeded_by"))
+                ).scalar()
+                if revision
+                else None
+            )
+    finally:
+        await engine.dispose()
+    if has_checkpoints:
+        checks.append(Check("graph checkpoints", "ok", "tables present"))
+    else:
+        checks.append(Check("graph checkpoints", "warn", "tables missing", "run `billsleuth db upgrade`"))
+    ledger = f"{n_customers} customers" + (" (demo dataset)" if seeded else "")
+    checks.append(
+        Check(
+            "ledger", "ok" if n_customers else "warn", ledger, "" if n_customers else "run `billsleuth seed`"
+        )
+    )
+    return checks
+
+
+async def check_slack() -> list[Check]:
+    from slack_sdk.errors import SlackApiError
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    from bot.config import SlackSettings
+
+    settings = SlackSettings.from_env()
+    mode = "socket" if settings.app_token else "http"
+    missing = settings.missing(mode)
+    checks: list[Check] = []
+    if missing:
+        checks.append(
+            Check(
+                "slack credentials",
+                "fail",
+                f"{mode} mode needs {', '.join(missing)}",
+                "see README: five steps",
+            )
+        )
+    else:
+        checks.append(Check("slack credentials", "ok", f"{mode} mode configured"))
+    if not settings.bot_token:
+        return checks
+    client = AsyncWebClient(token=settings.bot_token, base_url=settings.api_url, timeout=10)
+    try:
+        response = await client.auth_test()
+    except SlackApiError as error:
+        reason = error.response.get("error", "error")
+        return [*checks, Check("slack auth.test", "fail", reason, "check SLACK_BOT_TOKEN")]
+    except Exception as error:
+        return [
+            *checks,
+            Check(
+                "slack auth.test", "fail", f"{settings.api_url} unreachable: {error}", "check SLACK_API_URL"
+            ),
+        ]
+    checks.append(
+        Check("slack auth.test", "ok", f"bot {response.get('user')} in team {response.get('team')}")
+    )
+    granted = {s.strip() for s in (response.headers.get("x-oauth-scopes") or "").split(",") if s.strip()}
+    lacking = [s for s in REQUIRED_SCOPES if granted and s not in granted]
+    if lacking:
+        checks.append(
+            Check(
+                "slack scopes",
+                "fail",
+                f"missing {', '.join(lacking)}",
+                "reinstall the app from manifest.json",
+            )
+        )
+    elif granted:
+        checks.append(Check("slack scopes", "ok", ", ".join(sorted(granted))))
+    return checks
+
+
+async def check_model() -> list[Check]:
+    from agent.configuration import Configuration, ConfigurationError
+
+    try:
+        config = Configuration.from_env()
+    except ConfigurationError as error:
+        return [Check("investigator", "fail", str(error))]
+    if config.investigator == "offline":
+        return [
+            Check("investigator", "ok", "offline (deterministic auditor; set OPENAI_API_KEY for a model)")
+        ]
+    from openai import AsyncOpenAI, OpenAIError
+
+    client = AsyncOpenAI(api_key=config.api_key, base_url=config.base_url, timeout=10, max_retries=0)
+    try:
+        models = [m.id async for m in client.models.list()]
+    except OpenAIError as error:
+        endpoint = config.base_url or "the OpenAI API"
+        return [
+            Check(
+                "model endpoint",
+                "fail",
+                f"{endpoint}: {error}".splitlines()[0],
+                "check OPENAI_BASE_URL / key",
+            )
+        ]
+    finally:
+        await client.close()
+    level: Level = "ok" if not models or config.model in models else "warn"
+    fix = "" if level == "ok" else f"set BILLSLEUTH_MODEL to one of: {', '.join(models[:5])}"
+    return [Check("model endpoint", level, f"llm investigator, model {config.model}", fix)]
+
+
+async def check_approvers() -> list[Check]:
+    from approvals.config import ApprovalSettings, SettingsError
+
+    try:
+        settings = ApprovalSettings.from_env()
+    except SettingsError as error:
+        return [Check("approvers", "fail", str(error))]
+    if not settings.approvers:
+        return [
+            Check("approvers", "warn", "nobody can approve", "set BILLSLEUTH_APPROVERS=U012AB3CD,U045EF6GH")
+        ]
+    return [
+        Check(
+            "approvers",
+            "ok",
+            f"{len(settings.approvers)} finance user(s); two approvers from {settings.two_person_threshold}, "
+            f"daily limit {settings.daily_credit_limit}, drafts expire after {settings.approval_ttl_hours} h",
+        )
+    ]
+
+
+CHECKS: tuple[Callable[[], Awaitable[list[Check]]], ...] = (
+    check_database,
+    check_approvers,
+    check_model,
+    check_slack,
+)
+
+
+async def run_checks() -> list[Check]:
+    results: list[Check] = []
+    for check in CHECKS:
+        results.extend(await check())
+    return results

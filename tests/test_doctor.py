@@ -1,0 +1,40 @@
+"""billsleuth doctor against a real database and the recording Slack server."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from bot.slack_testing.recorder import SlackRecorder
+
+BILLSLEUTH = Path(sys.executable).with_name("billsleuth")
+
+
+def doctor(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(BILLSLEUTH), "doctor"], capture_output=True, text=True, env=env, timeout=120)
+
+
+async def test_doctor_reports_what_to_fix_and_passes_when_configured(seeded_db_url: str) -> None:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "OPENAI_", "BILLSLEUTH_"))}
+    base["DATABASE_URL"] = seeded_db_url
+    bare = doctor(base)
+    assert bare.returncode == 1
+    assert "SLACK_BOT_TOKEN" in bare.stdout and "nobody can approve" in bare.stdout
+    async with SlackRecorder() as slack:
+        env = {
+            **base,
+            "SLACK_API_URL": slack.api_url,
+            "SLACK_BOT_TOKEN": slack.bot_token,
+            "SLACK_SIGNING_SECRET": "s3cret",
+            "BILLSLEUTH_APPROVERS": "U0FIN0001",
+        }
+        import asyncio
+
+        ready = await asyncio.to_thread(doctor, env)
+        assert ready.returncode == 0, ready.stdout
+        assert "✓ slack auth.test" in ready.stdout and "100 customers" in ready.stdout
+        assert slack.calls("auth.test")
+        wrong_token = await asyncio.to_thread(doctor, {**env, "SLACK_BOT_TOKEN": "xoxb-wrong"})
+        assert wrong_token.returncode == 1 and "auth.test" in wrong_token.stdout
