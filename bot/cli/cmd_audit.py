@@ -42,7 +42,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="judge periods up to this date (default: the latest invoice issue date in the ledger)",
     )
     parser.add_argument(
-        "--workers", type=int, default=None, metavar="N", help="processes for --all (default: up to 4 cores)"
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="processes for --all (default: one per core but one, at most 4)",
     )
     parser.set_defaults(handler=run)
 
