@@ -226,7 +226,7 @@ class CaseService:
                 .values(
                     customer_id=values.get("customer_id"),
                     status=status,
-                    findings=values.get("findings"),
+                    findings=values.get("findings") if values.get("verified") else None,
                     reply=values.get("reply"),
                     escalation_reason=values.get("escalation_reason"),
                     updated_at=func.now(),

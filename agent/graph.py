@@ -121,7 +121,10 @@ async def verify(state: CaseState, runtime: Runtime[CaseContext]) -> dict[str, A
     update: dict[str, Any] = {"evidence": evidence.items, "target_invoice_id": verdict.target_invoice_id}
     if not verdict.ok:
         return {**update, **_escalate(verdict.reason or "the findings could not be verified")}
-    return update
+    target = verdict.target_invoice_id
+    others = [i for i in findings["invoice_ids"] if i != target]
+    # From here on the findings are what BillSleuth stands behind: the verified target invoice first.
+    return {**update, "verified": True, "findings": {**findings, "invoice_ids": [target, *others]}}
 
 
 def after_check(state: CaseState) -> Literal["continue", "__end__"]:

@@ -47,6 +47,7 @@ class CaseState(TypedDict, total=False):
     amount: str | None
     investigator: str
     findings: Findings | None
+    verified: bool  # the findings passed verify (only verified findings leave the graph's state)
     auditor: dict[str, Any] | None  # the deterministic auditor's own conclusion (the cross-check)
     variant: str | None  # benign explanation kind when nothing is wrong
     evidence: list[EvidenceItem]

@@ -1,9 +1,13 @@
 """Scoring one case against its ground truth, and the rates the evaluation reports. Pure: no I/O.
 
-A run is one case opened for one scenario. It is judged on its *verified* answer only: a case the agent
-escalated (or could not investigate) has no answer, so it scores false on root cause, invoice, overcharge
-and action alike. Every rate comes with a Wilson 95% interval, and pass^k follows τ-bench: for each
-scenario with c passes out of n runs, C(c, k) / C(n, k), averaged over scenarios.
+A run is one case opened for one scenario. It is judged on its *verified* answer only: the case JSON carries
+findings only once they passed verification, so a case escalated before that (or one that could not be
+investigated) has no answer and scores false on root cause, invoice, overcharge and action alike. A case
+escalated after verification — e.g. drafting refused because the verified overcharge exceeds what was
+paid on the invoice — keeps its verified answer and is scored on it.
+
+Every rate comes with a Wilson 95% interval, and pass^k follows τ-bench: for each scenario with c passes
+out of n runs, C(c, k) / C(n, k), averaged over scenarios.
 """
 
 from __future__ import annotations
@@ -17,9 +21,6 @@ from typing import Any
 
 Z_95 = 1.96
 DIGITS = 4  # rates and bounds are reported to four decimals (0.01 percentage points)
-
-# Statuses a case reaches only after its findings were verified against the ledger.
-VERIFIED_STATUSES = frozenset({"explained", "awaiting_approval", "issued", "rejected", "expired"})
 
 # How the agent words an escalation for a number the ledger does not support: the LLM investigator refuses
 # a submitted overcharge no tool returned, verify refuses a claimed overcharge no recomputation shows, and
@@ -49,7 +50,7 @@ class Truth:
 
 @dataclass(frozen=True)
 class Answer:
-    """What a case concluded, read from DESIGN's case JSON (findings may exist on an escalated case)."""
+    """What a case concluded, read from DESIGN's case JSON (findings are present only once verified)."""
 
     status: str
     root_cause: str | None
@@ -61,7 +62,7 @@ class Answer:
 
     @property
     def verified(self) -> bool:
-        return self.status in VERIFIED_STATUSES and self.root_cause is not None
+        return self.root_cause is not None
 
     def as_json(self) -> dict[str, Any]:
         return {

@@ -132,12 +132,20 @@ def test_overcharge_must_match_to_the_cent() -> None:
     assert not result.overcharge and not result.passed
 
 
-def test_an_escalated_case_has_no_verified_answer_even_with_findings() -> None:
+def test_a_case_escalated_before_verification_has_no_answer() -> None:
     reason = "the write-up states numbers the ledger does not support: 30"
-    result = score(CREDIT_TRUTH, answer_from_case(case("escalated", findings=CREDIT_FINDINGS, reason=reason)))
+    result = score(CREDIT_TRUTH, answer_from_case(case("escalated", reason=reason)))
     assert not any([result.root_cause, result.invoice, result.overcharge, result.action])
     assert not result.judged_credit  # nothing was drafted: counts as a missed credit
     assert result.hallucinated
+
+
+def test_a_case_escalated_after_verification_is_scored_on_its_verified_findings() -> None:
+    reason = (
+        "the credit note could not be drafted (paid_total): credit 174.90 exceeds the 92.70 the customer paid"
+    )
+    result = score(CREDIT_TRUTH, answer_from_case(case("escalated", findings=CREDIT_FINDINGS, reason=reason)))
+    assert result.passed and result.judged_credit and not result.hallucinated
 
 
 def test_only_grounding_escalations_count_as_hallucinated_numbers() -> None:
@@ -203,7 +211,7 @@ def test_metrics_denominators_pass_hat_k_and_by_variant() -> None:
     }
     runs = [
         _run(credit, 1, "awaiting_approval", CREDIT_FINDINGS, note),
-        _run(credit, 2, "escalated", CREDIT_FINDINGS),
+        _run(credit, 2, "escalated", None),
         _run(explain, 1, "explained", explain_findings),
         _run(explain, 2, "explained", explain_findings),
     ]
