@@ -25,7 +25,6 @@ from approvals.config import ApprovalSettings
 from approvals.models import CreditNoteView, DecisionOutcome
 from engine import schema
 from engine.db import create_engine
-from engine.money import fmt
 
 log = logging.getLogger(__name__)
 
@@ -278,18 +277,7 @@ def case_json(row: Any, note: CreditNoteView | None) -> dict[str, Any]:
             if findings
             else None
         ),
-        "credit_note": (
-            {
-                "id": note.id,
-                "invoice_id": note.invoice_id,
-                "amount": fmt(note.amount),
-                "status": note.status,
-                "approvals": note.approvals,
-                "needed": note.needed,
-            }
-            if note
-            else None
-        ),
+        "credit_note": note.summary() if note else None,
         "reply": row.reply,
         "escalation_reason": row.escalation_reason,
     }

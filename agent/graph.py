@@ -176,18 +176,7 @@ async def request_approval(state: CaseState, runtime: Runtime[CaseContext]) -> d
     except Refused as refusal:
         return _escalate(f"the credit note could not be drafted ({refusal.rule}): {refusal.message}")
     context.progress({"type": "credit_note", "credit_note_id": note.id, "created": created})
-    return {"credit_note": note_state(note)}
-
-
-def note_state(note: Any) -> dict[str, Any]:
-    return {
-        "id": note.id,
-        "invoice_id": note.invoice_id,
-        "amount": fmt(note.amount),
-        "status": note.status,
-        "approvals": note.approvals,
-        "needed": note.needed,
-    }
+    return {"credit_note": note.summary()}
 
 
 async def await_approval(state: CaseState, runtime: Runtime[CaseContext]) -> dict[str, Any]:
@@ -207,7 +196,7 @@ async def await_approval(state: CaseState, runtime: Runtime[CaseContext]) -> dic
         except Refused as refusal:
             return {
                 "decisions": decisions,
-                "credit_note": note_state(current),
+                "credit_note": current.summary(),
                 **_escalate(f"issuing {note['id']} was refused ({refusal.rule}): {refusal.message}"),
             }
         current = await queries.get_credit_note(context.engine, note["id"])
@@ -222,7 +211,7 @@ async def await_approval(state: CaseState, runtime: Runtime[CaseContext]) -> dic
     status = {"issued": "issued", "rejected": "rejected", "expired": "expired"}.get(
         current.status, "awaiting_approval"
     )
-    return {"decisions": decisions, "credit_note": note_state(current), "reply": reply, "status": status}
+    return {"decisions": decisions, "credit_note": current.summary(), "reply": reply, "status": status}
 
 
 def after_approval(state: CaseState) -> Literal["await_approval", "__end__"]:

@@ -100,6 +100,17 @@ class CreditNoteView:
     rejected_by: str | None = None  # who rejected, when rejected
     reject_reason: str | None = None
 
+    def summary(self) -> dict[str, Any]:
+        """The credit note as a case's JSON shows it (DESIGN.md §3); money as a two-decimal string."""
+        return {
+            "id": self.id,
+            "invoice_id": self.invoice_id,
+            "amount": f"{self.amount:.2f}",
+            "status": self.status,
+            "approvals": self.approvals,
+            "needed": self.needed,
+        }
+
 
 @dataclass(frozen=True)
 class DecisionOutcome:

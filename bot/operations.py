@@ -99,12 +99,7 @@ def check_case_id(value: str) -> str:
 
 def note_json(note: CreditNoteView) -> dict[str, Any]:
     return {
-        "id": note.id,
-        "invoice_id": note.invoice_id,
-        "amount": fmt(note.amount),
-        "status": note.status,
-        "approvals": note.approvals,
-        "needed": note.needed,
+        **note.summary(),
         "case_id": note.case_id,
         "expires_at": note.expires_at.isoformat() if note.expires_at else None,
     }
