@@ -10,6 +10,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from langgraph.types import Command
@@ -159,9 +160,9 @@ class CaseService:
         await self.sync_case(case_id)
         return True
 
-    async def expire_overdue(self) -> list[str]:
+    async def expire_overdue(self, now: datetime | None = None) -> list[str]:
         """Mark overdue drafts expired and let their cases rewrite the customer reply."""
-        expired = await expiry.expire_overdue(self.engine)
+        expired = await expiry.expire_overdue(self.engine, now)
         for credit_note_id in expired:
             note = await queries.get_credit_note(self.engine, credit_note_id)
             if note.case_id:

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
@@ -200,6 +201,18 @@ async def test_crash_between_draft_and_pause_recovers_without_a_second_draft(ser
     assert case["status"] == "awaiting_approval"
     assert await count(service, schema.credit_notes) == 1
     assert (await service.state_of(case["case_id"])).next == ("await_approval",)
+
+
+async def test_an_undecided_draft_expires_and_the_reply_promises_nothing(service: CaseService) -> None:
+    sc = scenario("coupon_wrong_base")
+    case = await service.open_case(sc["question"], requester="U0SUPPORT1", customer_id=sc["customer_id"])
+    assert await service.expire_overdue() == []  # not overdue yet
+    later = datetime.now(UTC) + timedelta(hours=73)
+    assert await service.expire_overdue(now=later) == [case["credit_note"]["id"]]
+    after = await service.show_case(case["case_id"])
+    assert after["status"] == "expired" and after["credit_note"]["status"] == "expired"
+    assert sc["truth"]["overcharge"] not in after["reply"]["customer_message"]
+    assert (await service.state_of(case["case_id"])).next == ()
 
 
 def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
