@@ -17,6 +17,12 @@ from bot.cards.ids import (
     block_id,
     parse_block_id,
 )
+from bot.cards.investigate_modal import (
+    INVESTIGATE_MODAL_CALLBACK_ID,
+    InvestigateMetadata,
+    investigate_modal,
+    read_investigate_submission,
+)
 from bot.cards.limits import CardLimitError, check_blocks
 from bot.cards.notices import (
     already_decided_message,
@@ -29,6 +35,7 @@ from bot.cards.reject_modal import read_reject_submission, reason_errors, reject
 
 __all__ = [
     "APPROVE_ACTION_ID",
+    "INVESTIGATE_MODAL_CALLBACK_ID",
     "INVESTIGATE_SHORTCUT_CALLBACK_ID",
     "REJECT_ACTION_ID",
     "REJECT_MODAL_CALLBACK_ID",
@@ -37,6 +44,7 @@ __all__ = [
     "SLASH_COMMAND",
     "BlockRef",
     "CardLimitError",
+    "InvestigateMetadata",
     "already_decided_message",
     "approvals_line",
     "block_id",
@@ -45,8 +53,10 @@ __all__ = [
     "customer_reply_message",
     "explanation_message",
     "home_view",
+    "investigate_modal",
     "parse_block_id",
     "progress_message",
+    "read_investigate_submission",
     "read_reject_submission",
     "reason_errors",
     "refusal_message",

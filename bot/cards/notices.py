@@ -35,10 +35,17 @@ def stale_card_message(credit_note_id: str) -> Message:
 
 
 def customer_reply_message(
-    case_id: str, credit_note_id: str, outcome: Literal["issued", "rejected"], customer_reply: str
+    case_id: str,
+    credit_note_id: str,
+    outcome: Literal["issued", "rejected", "expired"],
+    customer_reply: str,
 ) -> Message:
     """In the case thread after the decision: the reply to send the customer (the text `case show` gives)."""
-    after = "the credit note was issued" if outcome == "issued" else "the credit note was rejected"
+    after = {
+        "issued": "the credit note was issued",
+        "rejected": "the credit note was rejected",
+        "expired": "the credit note expired undecided",
+    }[outcome]
     blocks = [
         section(
             "customer_reply",

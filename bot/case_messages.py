@@ -1,0 +1,95 @@
+"""A case's messages in its thread: the one message that goes from progress to result (the evidence card,
+the explanation, or why it stopped), and the customer reply once a credit note is settled.
+
+Any bot process may touch a card. Each redraw reads the note's state inside a per-note Postgres lock and
+then calls chat.update, so whichever process draws last draws the newest state: a slow update carrying
+"Approvals: 1 of 2" can never land after "Issued". The customer reply is claimed once in the database
+before it is posted, so two processes that both saw the outcome post it once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from agent.cases import CaseNotFound
+from approvals import queries
+from bot.cards import customer_reply_message
+from bot.cards.models import Message, ProgressStep
+from bot.presenters import case_message, credit_note_card_message
+from bot.runtime import BotRuntime
+
+log = logging.getLogger(__name__)
+
+SETTLED = ("issued", "rejected", "expired")
+
+
+async def put_case_message(runtime: BotRuntime, case_id: str, message: Message) -> str | None:
+    """Draw `message` in the case's own message (chat.update), or post it in the case's thread when it
+    has none yet (a case recovered before its message was recorded). Returns the message ts."""
+    row = await runtime.service.case_row(case_id)
+    if not row.channel:
+        return None  # opened outside Slack (the CLI): no card to draw
+    if row.message_ts:
+        await runtime.client.chat_update(channel=row.channel, ts=row.message_ts, **message.as_kwargs())
+        return str(row.message_ts)
+    posted = await runtime.client.chat_postMessage(
+        channel=row.channel, thread_ts=row.thread_ts, **message.as_kwargs()
+    )
+    ts = str(posted["ts"])
+    await runtime.record_message(case_id, row.channel, ts)
+    return ts
+
+
+async def refresh_card(runtime: BotRuntime, credit_note_id: str) -> bool:
+    """Redraw the note's evidence card from the database as it stands now; False when it has no card."""
+    note = await queries.get_credit_note(runtime.engine, credit_note_id)
+    if note.case_id is None:
+        return False
+    async with runtime.locked(f"billsleuth:card:{credit_note_id}"):
+        message = await credit_note_card_message(runtime.service, credit_note_id)
+        return await put_case_message(runtime, note.case_id, message) is not None
+
+
+async def show_case_result(
+    runtime: BotRuntime, case: Mapping[str, Any], *, steps: Sequence[ProgressStep] = (), revision: int = 1
+) -> None:
+    """The end (or pause) of an investigation, drawn in the case's message; then any settled reply."""
+    note = case.get("credit_note")
+    if note is not None and case["status"] != "escalated":
+        await refresh_card(runtime, note["id"])
+    else:
+        message = await case_message(runtime.service, case, steps=steps, revision=revision)
+        await put_case_message(runtime, case["case_id"], message)
+    await announce_outcome(runtime, case["case_id"])
+
+
+async def announce_outcome(runtime: BotRuntime, case_id: str) -> bool:
+    """Once the case's credit note is settled, post the customer reply (exactly `case show`'s text) in the
+    thread — once, whichever process gets here first. True when this call posted it."""
+    try:
+        case = await runtime.service.show_case(case_id)
+        row = await runtime.service.case_row(case_id)
+    except CaseNotFound:
+        return False
+    status, note = case["status"], case.get("credit_note")
+    reply = (case.get("reply") or {}).get("customer_message") or ""
+    if status not in SETTLED or note is None or not reply or not row.channel:
+        return False
+    if not await runtime.claim(f"reply:{case_id}:{status}", case_id):
+        return False
+    message = customer_reply_message(case_id, note["id"], status, reply)
+    await runtime.client.chat_postMessage(
+        channel=row.channel, thread_ts=row.thread_ts or row.message_ts, **message.as_kwargs()
+    )
+    return True
+
+
+async def settle_card(runtime: BotRuntime, credit_note_id: str) -> None:
+    """After anything changed a note (a vote, an expiry, a recovered decision): redraw, then announce."""
+    note = await queries.get_credit_note(runtime.engine, credit_note_id)
+    if note.case_id is None:
+        return
+    await refresh_card(runtime, credit_note_id)
+    await announce_outcome(runtime, note.case_id)

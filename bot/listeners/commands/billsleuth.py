@@ -1,0 +1,35 @@
+"""`/billsleuth help | list | show CN-0001 | case C-0007 text… | approve CN-0001 [note] | reject CN-0001
+reason…` — the same grammar as the CLI; the identity is the Slack user who typed it. Bad input and help
+are answered in the ack itself (ephemeral); everything else after it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from slack_bolt.context.async_context import AsyncBoltContext
+
+from bot.grammar import HELP_TEXT, Help, parse_command
+from bot.operations import OperationError
+from bot.runtime import runtime_of
+from bot.slash import run_command
+
+
+async def billsleuth_command(
+    ack: Any, command: dict[str, Any], respond: Any, context: AsyncBoltContext
+) -> None:
+    user_id = str(command["user_id"])
+    try:
+        request = parse_command(str(command.get("text") or ""), user_id)
+    except OperationError as error:
+        await ack(text=f":warning: {error}", response_type="ephemeral")
+        return
+    if isinstance(request, Help):
+        await ack(text=HELP_TEXT, response_type="ephemeral")
+        return
+    await ack()
+    runtime = runtime_of(context)
+    channel = str(command.get("channel_id") or "")
+    runtime.start(
+        run_command(runtime, request, user_id=user_id, channel=channel, respond=respond),
+        name=f"/billsleuth {type(request).__name__} by {user_id}",
+    )

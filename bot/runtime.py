@@ -1,0 +1,369 @@
+"""The running bot: one CaseService, the Slack settings, and the rules for doing slow work.
+
+Public API (what `billsleuth bot`, the demo and the latency benchmark build on):
+
+    async with running_bot(database_url, slack_settings, host="127.0.0.1", port=0, ...) as bot:
+        bot.url        # http://127.0.0.1:PORT/slack/events — POST signed payloads here
+        bot.app        # the Bolt AsyncApp (BillSleuthApp) with every listener registered
+        bot.runtime    # BotRuntime: .service (CaseService), .client (AsyncWebClient), .background, …
+        await bot.settled()   # wait until all work started by requests so far has finished
+
+    await run_bot(database_url, slack_settings, mode="http" | "socket", port=…)   # until SIGINT/SIGTERM
+
+`database_url` is libpq's (`postgresql://…`); the schema and the checkpoint tables must be current
+(`prepare_database` does both, safely when several bots start at once). Listeners find the runtime in
+Bolt's context (`runtime_of(context)`), put there by a global middleware.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from slack_bolt.context.async_context import AsyncBoltContext
+from slack_sdk.web.async_client import AsyncWebClient
+from sqlalchemy import text, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+from agent.cases import CaseService, case_service
+from agent.configuration import Configuration
+from approvals.config import ApprovalSettings
+from bot.app import (
+    BackgroundWork,
+    BillSleuthApp,
+    HttpServer,
+    create_app,
+    run_http,
+    run_socket_mode,
+    start_http,
+)
+from bot.config import SlackSettings
+from engine import schema
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_INVESTIGATIONS = 4
+DEFAULT_PROGRESS_INTERVAL = 1.0  # seconds between live progress updates (chat.update is Tier 3)
+DEFAULT_EXPIRY_INTERVAL = 300.0  # seconds between sweeps for overdue drafts
+RUNTIME_KEY = "billsleuth_runtime"
+
+Mode = Literal["http", "socket"]
+
+
+class BotRuntime:
+    """What every listener and flow shares. Built by `open_runtime`, bound to its app by `build_app`."""
+
+    def __init__(
+        self,
+        service: CaseService,
+        slack: SlackSettings,
+        *,
+        max_investigations: int = DEFAULT_MAX_INVESTIGATIONS,
+        progress_interval: float = DEFAULT_PROGRESS_INTERVAL,
+    ) -> None:
+        if max_investigations < 1:
+            raise ValueError("max_investigations must be at least 1")
+        self.service = service
+        self.slack = slack
+        self.investigations = asyncio.Semaphore(max_investigations)  # bounded concurrent graph runs
+        self.progress_interval = progress_interval
+        self._app: BillSleuthApp | None = None
+
+    # ---- what the flows reach for ----
+
+    @property
+    def app(self) -> BillSleuthApp:
+        if self._app is None:
+            raise RuntimeError("the runtime is not bound to an app yet: call build_app(runtime)")
+        return self._app
+
+    @property
+    def client(self) -> AsyncWebClient:
+        return self.app.client
+
+    @property
+    def background(self) -> BackgroundWork:
+        return self.app.background
+
+    @property
+    def engine(self) -> Any:
+        return self.service.engine
+
+    @property
+    def approval_settings(self) -> ApprovalSettings:
+        return self.service.approval_settings
+
+    def is_approver(self, user_id: str) -> bool:
+        return user_id in self.approval_settings.approvers
+
+    def start(self, work: Awaitable[Any], *, name: str) -> None:
+        """Run slow work off the ack path; held, logged on failure, drained at shutdown."""
+        self.background.start(work, name=name)  # type: ignore[arg-type]
+
+    # ---- exactly once, across processes ----
+
+    async def claim(self, key: str, case_id: str | None = None) -> bool:
+        """True for the one caller (in any bot process) that records `key` first; False for the rest.
+
+        Slack event ids are claimed this way (a retried or twice-delivered event runs once), and so are
+        one-off posts such as a case's customer reply."""
+        events = schema.slack_events
+        claim = (
+            pg_insert(events)
+            .values(event_id=key, case_id=case_id)
+            .on_conflict_do_nothing(index_elements=[events.c.event_id])
+            .returning(events.c.event_id)
+        )
+        async with self.engine.begin() as conn:
+            return (await conn.execute(claim)).first() is not None
+
+    async def link_claim(self, key: str, case_id: str) -> None:
+        events = schema.slack_events
+        async with self.engine.begin() as conn:
+            await conn.execute(update(events).where(events.c.event_id == key).values(case_id=case_id))
+
+    async def record_message(self, case_id: str, channel: str, ts: str) -> None:
+        """Where the case's card lives, so that decisions (from any process) update it."""
+        cases = schema.cases
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                update(cases).where(cases.c.id == case_id).values(channel=channel, message_ts=ts)
+            )
+
+    @asynccontextmanager
+    async def locked(self, key: str) -> AsyncIterator[None]:
+        """A Postgres advisory lock held for the block (transaction-scoped: it cannot leak)."""
+        async with self.engine.begin() as conn:
+            await conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": key})
+            yield
+
+    @asynccontextmanager
+    async def leading(self, key: str) -> AsyncIterator[bool]:
+        """True when this process got the lock (the others skip the work instead of waiting)."""
+        async with self.engine.begin() as conn:
+            got = await conn.execute(text("SELECT pg_try_advisory_xact_lock(hashtext(:key))"), {"key": key})
+            yield bool(got.scalar_one())
+
+
+def runtime_of(context: AsyncBoltContext | dict[str, Any]) -> BotRuntime:
+    return context[RUNTIME_KEY]  # type: ignore[no-any-return]
+
+
+@asynccontextmanager
+async def open_runtime(
+    database_url: str,
+    slack: SlackSettings,
+    *,
+    configuration: Configuration | None = None,
+    approval_settings: ApprovalSettings | None = None,
+    max_investigations: int = DEFAULT_MAX_INVESTIGATIONS,
+    progress_interval: float = DEFAULT_PROGRESS_INTERVAL,
+) -> AsyncIterator[BotRuntime]:
+    """The CaseService on this database (engine, checkpointer pool, graph) wrapped as a runtime."""
+    async with case_service(database_url, configuration, approval_settings) as service:
+        yield BotRuntime(
+            service, slack, max_investigations=max_investigations, progress_interval=progress_interval
+        )
+
+
+def build_app(runtime: BotRuntime, background: BackgroundWork | None = None) -> BillSleuthApp:
+    """The Bolt app with every listener, bound to the runtime (listeners get it from their context)."""
+    from bot.listeners import register_listeners
+
+    app = create_app(runtime.slack, register_listeners, background=background)
+
+    async def provide_runtime(context: AsyncBoltContext, next_: Callable[[], Awaitable[None]]) -> None:
+        context[RUNTIME_KEY] = runtime
+        await next_()
+
+    app.use(provide_runtime)
+    runtime._app = app
+    return app
+
+
+# ---- chores that run beside the listeners ----------------------------------------------------------------
+
+
+@dataclass
+class Chores:
+    """Start-up recovery and the periodic expiry sweep; stopped before the background work is drained."""
+
+    runtime: BotRuntime
+    recover: bool = True
+    expiry_interval: float | None = DEFAULT_EXPIRY_INTERVAL
+    _loop: asyncio.Task[None] | None = field(default=None, init=False)
+
+    def start(self) -> None:
+        from bot.decisions import expire_overdue_and_update
+        from bot.investigations import recover_interrupted
+
+        if self.recover:
+            self.runtime.start(recover_interrupted(self.runtime), name="recover interrupted cases")
+        if self.expiry_interval:
+            interval = self.expiry_interval
+
+            async def sweep_forever() -> None:
+                while True:
+                    await asyncio.sleep(interval)
+                    try:
+                        await expire_overdue_and_update(self.runtime)
+                    except Exception:
+                        log.exception("expiry sweep failed; trying again in %ss", interval)
+
+            self._loop = asyncio.get_running_loop().create_task(sweep_forever(), name="expiry sweep")
+
+    async def stop(self) -> None:
+        if self._loop is not None:
+            self._loop.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loop
+            self._loop = None
+
+
+# ---- running it -------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RunningBot:
+    app: BillSleuthApp
+    runtime: BotRuntime
+    server: HttpServer
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    async def settled(self, timeout: float = 10.0, quiet: float = 0.05) -> None:
+        """Wait until no work started by requests is running, and none has started for `quiet` seconds
+        (a listener starts its background work a moment after the HTTP ack has gone out)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        idle_since: float | None = None
+        while True:
+            now = loop.time()
+            if self.app.background.pending:
+                idle_since = None
+            elif idle_since is None:
+                idle_since = now
+            elif now - idle_since >= quiet:
+                return
+            if now > deadline:
+                raise TimeoutError(f"background work still running after {timeout:g}s")
+            await asyncio.sleep(0.01)
+
+
+@asynccontextmanager
+async def running_bot(
+    database_url: str,
+    slack: SlackSettings,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    configuration: Configuration | None = None,
+    approval_settings: ApprovalSettings | None = None,
+    max_investigations: int = DEFAULT_MAX_INVESTIGATIONS,
+    progress_interval: float = DEFAULT_PROGRESS_INTERVAL,
+    recover: bool = True,
+    expiry_interval: float | None = DEFAULT_EXPIRY_INTERVAL,
+    drain_timeout: float = 30.0,
+) -> AsyncIterator[RunningBot]:
+    """The whole bot in this process, serving HTTP on host:port (0: a free port) until the block ends."""
+    async with open_runtime(
+        database_url,
+        slack,
+        configuration=configuration,
+        approval_settings=approval_settings,
+        max_investigations=max_investigations,
+        progress_interval=progress_interval,
+    ) as runtime:
+        app = build_app(runtime)
+        server = await start_http(app, host=host, port=port)
+        chores = Chores(runtime, recover, expiry_interval)
+        chores.start()
+        try:
+            yield RunningBot(app, runtime, server)
+        finally:
+            await chores.stop()
+            await server.stop()
+            await app.background.drain(drain_timeout)
+
+
+async def run_bot(
+    database_url: str,
+    slack: SlackSettings,
+    *,
+    mode: Mode,
+    host: str = "0.0.0.0",
+    port: int | None = None,
+    stop: asyncio.Event | None = None,
+    on_ready: Callable[[str], None] | None = None,
+    **options: Any,
+) -> None:
+    """`billsleuth bot`: serve until `stop` is set or SIGINT/SIGTERM arrives, then shut down cleanly
+    (stop taking requests, let running work finish, close the database pools)."""
+    recover = options.pop("recover", True)
+    expiry_interval = options.pop("expiry_interval", DEFAULT_EXPIRY_INTERVAL)
+    async with open_runtime(database_url, slack, **options) as runtime:
+        app = build_app(runtime)
+        chores = Chores(runtime, recover, expiry_interval)
+        async with _stop_on_signals(stop) as stopping:
+            try:
+                if mode == "http":
+
+                    def ready(server: HttpServer) -> None:
+                        chores.start()
+                        if on_ready is not None:
+                            on_ready(server.url)
+
+                    await run_http(app, host=host, port=port, stop=stopping, on_ready=ready)
+                else:
+                    chores.start()
+                    if on_ready is not None:
+                        on_ready("socket mode")
+                    await run_socket_mode(app, stop=stopping)
+            finally:
+                await chores.stop()
+
+
+@asynccontextmanager
+async def _stop_on_signals(stop: asyncio.Event | None) -> AsyncIterator[asyncio.Event]:
+    """`stop` itself, or an event set by SIGINT/SIGTERM (handlers removed again afterwards)."""
+    if stop is not None:
+        yield stop
+        return
+    event = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    installed: list[signal.Signals] = []
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(signum, event.set)
+            installed.append(signum)
+    try:
+        yield event
+    finally:
+        for signum in installed:
+            loop.remove_signal_handler(signum)
+
+
+async def prepare_database(database_url: str) -> None:
+    """Upgrade the schema and the checkpoint tables, one bot at a time (two starting together would
+    race on CREATE TABLE)."""
+    import psycopg
+
+    from agent.checkpoint import setup_checkpointer
+    from engine import migrate
+
+    # libpq takes postgres:// and postgresql:// alike, and ?host=/socket/dir as written.
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        await conn.execute("SELECT pg_advisory_lock(hashtext('billsleuth:prepare'))")
+        try:
+            await asyncio.to_thread(migrate.ensure_current, database_url)
+            await setup_checkpointer(database_url)
+        finally:
+            await conn.execute("SELECT pg_advisory_unlock(hashtext('billsleuth:prepare'))")

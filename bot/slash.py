@@ -1,0 +1,104 @@
+"""`/billsleuth …` after its ack: run the parsed request and answer the person who typed it, ephemerally
+(through the command's response_url, which works in any channel and in DMs)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from slack_sdk.errors import SlackApiError
+
+from bot.cards.models import Message
+from bot.decisions import decide, expire_overdue_and_update
+from bot.grammar import Command
+from bot.investigations import CaseRequest, investigate
+from bot.operations import Decide, ListNotes, OpenCase, OperationError, ShowNote, execute
+from bot.presenters import CardUnavailable, credit_note_card_message
+from bot.runtime import BotRuntime
+
+log = logging.getLogger(__name__)
+
+Respond = Callable[..., Awaitable[Any]]
+
+
+async def run_command(
+    runtime: BotRuntime, request: Command, *, user_id: str, channel: str, respond: Respond
+) -> None:
+    async def say(text: str, message: Message | None = None) -> None:
+        blocks = {"blocks": message.blocks} if message is not None else {}
+        await respond(text=text, response_type="ephemeral", replace_original=False, **blocks)
+
+    try:
+        match request:
+            case ListNotes():
+                await expire_overdue_and_update(runtime)  # so expired cards are redrawn, not just listed
+                await say(_list_text((await execute(runtime.service, request)).payload["credit_notes"]))
+            case ShowNote():
+                card = await credit_note_card_message(runtime.service, request.credit_note_id)
+                await say(card.text, card)
+            case OpenCase():
+                await _open_case(runtime, request, user_id=user_id, channel=channel, say=say)
+            case Decide():
+                report = await decide(
+                    runtime,
+                    request.credit_note_id,
+                    user_id=user_id,
+                    decision=request.decision,
+                    comment=request.comment,
+                )
+                if report.notice is not None:
+                    await say(report.notice.text, report.notice)
+                elif report.outcome is not None:
+                    await say(report.outcome.message)
+            case _:
+                await say(f"Nothing to do for {type(request).__name__}.")
+    except OperationError as error:
+        await say(f":warning: {error}")
+    except (CardUnavailable, LookupError) as error:
+        await say(f":warning: {str(error).strip(chr(39) + chr(34))}")
+
+
+async def _open_case(
+    runtime: BotRuntime,
+    request: OpenCase,
+    *,
+    user_id: str,
+    channel: str,
+    say: Callable[..., Awaitable[None]],
+) -> None:
+    case_request = CaseRequest(request.customer_id or "", request.message, user_id, channel, None)
+    try:
+        case = await investigate(runtime, case_request)
+    except SlackApiError as error:
+        log.info("cannot post the case in %s: %s", channel, error.response.get("error"))
+        await say(
+            ":warning: I can't post in this channel; invite me (`/invite @BillSleuth`) or mention me "
+            "in a channel I am in."
+        )
+        return
+    if case is None:
+        await say(":warning: The investigation stopped; its message in the channel says why.")
+        return
+    note = case.get("credit_note")
+    tail = (
+        f", credit note {note['id']} waits for approval"
+        if note and case["status"] == "awaiting_approval"
+        else ""
+    )
+    await say(
+        f"{case['case_id']} for {case['customer_id']}: {case['status']}{tail}. The card is in the channel."
+    )
+
+
+def _list_text(notes: list[dict[str, Any]]) -> str:
+    if not notes:
+        return "No credit notes are waiting for a decision."
+    rows = [
+        f"• *{n['id']}* · {n['amount']} on `{n['invoice_id']}` · Approvals: {n['approvals']} of "
+        f"{n['needed']} · case `{n['case_id']}` · expires {n['expires_at'] or '-'}"
+        for n in notes[:40]
+    ]
+    if len(notes) > 40:
+        rows.append(f"_…and {len(notes) - 40} more_")
+    return f"*Credit notes waiting for a decision* ({len(notes)})\n" + "\n".join(rows)
