@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
-from bot.cli.common import os_user, run_operation
+from bot.cli.common import CommandError, os_user, run_operation
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -76,17 +77,29 @@ def render_case(case: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def run_open(args: argparse.Namespace) -> int:
-    from bot.operations import OpenCase
+def build(make: Callable[[], object]) -> object:
+    """A request from the grammar the slash command shares; its one-line complaint becomes the CLI's."""
+    from bot.operations import OperationError
 
-    request = OpenCase(args.customer_id, args.message, args.requester or f"cli:{os_user()}")
+    try:
+        return make()
+    except OperationError as error:
+        raise CommandError(str(error)) from None
+
+
+def run_open(args: argparse.Namespace) -> int:
+    from bot.grammar import open_case_request
+
+    requester = args.requester or f"cli:{os_user()}"
+    request = build(lambda: open_case_request(args.customer_id, args.message, requester))
     return run_operation(request, as_json=args.json, render=lambda r: render_case(r.payload))
 
 
 def run_show_case(args: argparse.Namespace) -> int:
-    from bot.operations import ShowCase
+    from bot.grammar import show_case_request
 
-    return run_operation(ShowCase(args.case_id), as_json=args.json, render=lambda r: render_case(r.payload))
+    request = build(lambda: show_case_request(args.case_id))
+    return run_operation(request, as_json=args.json, render=lambda r: render_case(r.payload))
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -108,19 +121,16 @@ def run_list(args: argparse.Namespace) -> int:
 
 def run_show_note(args: argparse.Namespace) -> int:
     from bot.cli.common import dumps
-    from bot.operations import ShowNote
+    from bot.grammar import show_note_request
 
-    return run_operation(
-        ShowNote(args.credit_note_id, f"cli:{os_user()}"),
-        as_json=args.json,
-        render=lambda r: dumps(r.payload),
-    )
+    request = build(lambda: show_note_request(args.credit_note_id, f"cli:{os_user()}"))
+    return run_operation(request, as_json=args.json, render=lambda r: dumps(r.payload))
 
 
 def run_decide(args: argparse.Namespace) -> int:
-    from bot.operations import Decide
+    from bot.grammar import decide_request
 
-    request = Decide(args.credit_note_id, args.approver, args.decision, args.comment)
+    request = build(lambda: decide_request(args.credit_note_id, args.approver, args.decision, args.comment))
     return run_operation(
         request, as_json=args.json, render=lambda r: r.message + "\n" + render_case(r.payload)
     )

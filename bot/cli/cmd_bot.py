@@ -1,0 +1,63 @@
+"""billsleuth bot [--http] [--port N]"""
+
+from __future__ import annotations
+
+import argparse
+
+from bot.cli.common import CommandError
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    bot = sub.add_parser(
+        "bot",
+        help="run the Slack bot (Socket Mode when SLACK_APP_TOKEN is set, else HTTP at /slack/events)",
+    )
+    bot.add_argument(
+        "--http",
+        action="store_true",
+        help="serve HTTP even when SLACK_APP_TOKEN is set (needs the signing secret)",
+    )
+    bot.add_argument("--port", type=int, metavar="N", help="HTTP port (default $PORT, else 3000)")
+    bot.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+    import logging
+
+    from agent.configuration import Configuration, ConfigurationError
+    from approvals.config import ApprovalSettings, SettingsError
+    from bot.config import SlackConfigError, SlackSettings
+    from bot.runtime import prepare_database, run_bot
+    from engine.db import database_url
+
+    if args.port is not None and not 0 <= args.port <= 65535:
+        raise CommandError(f"--port must be from 0 to 65535, got {args.port}")
+    try:
+        settings = SlackSettings.from_env()
+        mode = "http" if args.http or not settings.app_token else "socket"
+        settings.require(mode)
+        configuration = Configuration.from_env()
+        approvals = ApprovalSettings.from_env()
+    except (SlackConfigError, ConfigurationError, SettingsError) as error:
+        raise CommandError(str(error)) from None
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    url = database_url()
+
+    async def serve() -> None:
+        await prepare_database(url)  # the schema and the checkpoint tables, one bot at a time
+        await run_bot(
+            url,
+            settings,
+            mode=mode,
+            port=args.port,
+            configuration=configuration,
+            approval_settings=approvals,
+            on_ready=lambda where: print(f"BillSleuth is running ({where})", flush=True),
+        )
+
+    try:
+        asyncio.run(serve())
+    except SlackConfigError as error:
+        raise CommandError(str(error)) from None
+    return 0
