@@ -1,0 +1,47 @@
+"""One real bot per test: the Bolt app over HTTP on 127.0.0.1, the recording Slack Web API, a fresh copy
+of the seeded ledger, and the offline investigator."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from agent.checkpoint import setup_checkpointer
+from agent.configuration import Configuration
+from bot.runtime import RunningBot, running_bot
+from bot.slack_testing import SignedClient, SlackRecorder
+from tests.bot.helpers import SECRET, approval_settings
+
+
+@pytest.fixture
+async def slack() -> AsyncIterator[SlackRecorder]:
+    async with SlackRecorder() as recorder:
+        yield recorder
+
+
+@pytest.fixture
+async def ready_db_url(seeded_db_url: str) -> str:
+    """The seeded ledger with the checkpoint tables in place (as `billsleuth bot` prepares it)."""
+    await setup_checkpointer(seeded_db_url)
+    return seeded_db_url
+
+
+@pytest.fixture
+async def bot(ready_db_url: str, slack: SlackRecorder) -> AsyncIterator[RunningBot]:
+    async with running_bot(
+        ready_db_url,
+        slack.settings(signing_secret=SECRET),
+        configuration=Configuration(investigator="offline"),
+        approval_settings=approval_settings(),
+        progress_interval=0.0,  # every progress step goes out: the tests want to see them
+        recover=False,
+        expiry_interval=None,
+    ) as running:
+        yield running
+
+
+@pytest.fixture
+async def client(bot: RunningBot) -> AsyncIterator[SignedClient]:
+    async with SignedClient(bot.url, SECRET) as signed:
+        yield signed
