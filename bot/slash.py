@@ -9,6 +9,8 @@ from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
+from agent.cases import CaseNotFound
+from approvals.models import UnknownCreditNote
 from bot.cards.models import Message
 from bot.decisions import decide, expire_overdue_and_update
 from bot.grammar import Command
@@ -55,8 +57,10 @@ async def run_command(
                 await say(f"Nothing to do for {type(request).__name__}.")
     except OperationError as error:
         await say(f":warning: {error}")
-    except (CardUnavailable, LookupError) as error:
-        await say(f":warning: {str(error).strip(chr(39) + chr(34))}")
+    except UnknownCreditNote as error:
+        await say(f":warning: there is no credit note {error.credit_note_id}")
+    except (CardUnavailable, CaseNotFound) as error:
+        await say(f":warning: {error}")
 
 
 async def _open_case(

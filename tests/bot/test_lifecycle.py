@@ -1,0 +1,268 @@
+"""Starting and stopping: recovery of interrupted cases at start-up, and `billsleuth bot` as real processes
+— two of them on one Postgres act as one, and SIGTERM stops them cleanly."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+from sqlalchemy import insert, select
+
+from agent.configuration import Configuration
+from approvals import decisions
+from bot.cards import APPROVE_ACTION_ID
+from bot.runtime import running_bot
+from bot.slack_testing import SignedClient, SlackRecorder
+from bot.slack_testing import payloads as p
+from engine import schema
+from engine.db import create_engine
+from tests.bot.helpers import (
+    CHANNEL,
+    FINANCE,
+    SECRET,
+    SUPPORT,
+    all_text,
+    approval_settings,
+    bot_replies,
+    buttons,
+    first_scenario,
+    mention,
+    open_case,
+)
+
+BILLSLEUTH = Path(sys.executable).with_name("billsleuth")
+ALICE, BOB, _ = FINANCE
+
+
+# ---- recovery at start-up ------------------------------------------------------------------------------
+
+
+async def test_an_investigation_interrupted_by_a_stop_is_finished_and_shown_at_start(
+    ready_db_url: str, slack: SlackRecorder
+) -> None:
+    sc = first_scenario(action="credit_note", single_approver=True)
+    asked = slack.post_user_message(
+        CHANNEL, p.mention_text(f"{sc['customer_id']} {sc['question']}"), user=SUPPORT
+    )
+    # What a stop leaves behind: the case row and its "investigating…" message, no checkpoint yet.
+    progress = slack.post_user_message(
+        CHANNEL, "Case CASE-0042: Investigating…", user=slack.workspace.bot_user_id, thread_ts=asked.ts
+    )
+    engine = create_engine(ready_db_url)
+    async with engine.begin() as conn:
+        await conn.execute(
+            insert(schema.cases).values(
+                id="CASE-0042",
+                customer_id=sc["customer_id"],
+                question=sc["question"],
+                requester=SUPPORT,
+                status="investigating",
+                channel=CHANNEL,
+                thread_ts=asked.ts,
+                message_ts=progress.ts,
+            )
+        )
+    await engine.dispose()
+    async with running_bot(
+        ready_db_url,
+        slack.settings(signing_secret=SECRET),
+        configuration=Configuration(investigator="offline"),
+        approval_settings=approval_settings(),
+        expiry_interval=None,
+    ) as bot:
+        await bot.settled()
+        case = await bot.runtime.service.show_case("CASE-0042")
+    assert case["status"] == "awaiting_approval"
+    card = slack.message(CHANNEL, progress.ts)
+    assert buttons(card) == ["Approve", "Reject"]
+    assert sc["truth"]["overcharge"] in all_text(card.blocks)
+    assert len(bot_replies(slack, CHANNEL, asked.ts)) == 1  # drawn in its own message, not a new one
+
+
+async def test_a_decision_claimed_but_not_applied_before_a_stop_is_applied_at_start(
+    ready_db_url: str, slack: SlackRecorder
+) -> None:
+    settings = dict(
+        configuration=Configuration(investigator="offline"),
+        approval_settings=approval_settings(),
+        recover=False,
+        expiry_interval=None,
+    )
+    sc = first_scenario(action="credit_note", single_approver=True)
+    async with (
+        running_bot(ready_db_url, slack.settings(signing_secret=SECRET), **settings) as first,
+        SignedClient(first.url, SECRET) as client,
+    ):
+        opened = await open_case(slack, client, first, sc)
+        # The vote is claimed in the database; the process stops before resuming the graph.
+        await decisions.decide(
+            first.runtime.engine,
+            opened.credit_note_id or "",
+            approver=ALICE,
+            decision="approve",
+            requester=SUPPORT,
+            settings=approval_settings(),
+        )
+    settings["recover"] = True
+    async with running_bot(ready_db_url, slack.settings(signing_secret=SECRET), **settings) as second:
+        await second.settled()
+        case = await second.runtime.service.show_case(opened.case_id)
+    assert case["status"] == "issued"
+    card = slack.message(CHANNEL, opened.card_ts)
+    assert buttons(card) == [] and "Issued" in all_text(card.blocks)
+    replies = [
+        m
+        for m in bot_replies(slack, CHANNEL, opened.thread_ts)
+        if "Reply to the customer" in all_text(m.blocks)
+    ]
+    assert len(replies) == 1 and sc["truth"]["overcharge"] in all_text(replies[0].blocks)
+
+
+# ---- `billsleuth bot` as processes ------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def bot_env(db_url: str, slack: SlackRecorder) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "OPENAI_", "BILLSLEUTH_"))}
+    env.pop("PORT", None)
+    env.update(
+        DATABASE_URL=db_url,
+        SLACK_API_URL=slack.api_url,
+        SLACK_BOT_TOKEN=slack.bot_token,
+        SLACK_SIGNING_SECRET=SECRET,
+        BILLSLEUTH_APPROVERS=",".join(FINANCE),
+        BILLSLEUTH_INVESTIGATOR="offline",
+    )
+    return env
+
+
+@contextlib.contextmanager
+def bot_processes(
+    db_url: str, slack: SlackRecorder, count: int
+) -> Iterator[list[tuple[subprocess.Popen, str]]]:
+    started: list[tuple[subprocess.Popen, str]] = []
+    try:
+        for _ in range(count):
+            port = free_port()
+            process = subprocess.Popen(
+                [str(BILLSLEUTH), "bot", "--http", "--port", str(port)],
+                env=bot_env(db_url, slack),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+            started.append((process, f"http://127.0.0.1:{port}"))
+        yield started
+    finally:
+        for process, _ in started:
+            if process.poll() is None:
+                process.kill()
+                process.wait(10)
+
+
+async def wait_until_serving(base_url: str, process: subprocess.Popen, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    async with aiohttp.ClientSession() as session:
+        while time.monotonic() < deadline:
+            assert process.poll() is None, process.stdout.read() if process.stdout else "the bot exited"
+            with contextlib.suppress(aiohttp.ClientError):
+                async with session.get(base_url + "/healthz") as answer:
+                    if answer.status == 200:
+                        return
+            await asyncio.sleep(0.1)
+    raise TimeoutError(f"{base_url} did not start within {timeout}s")
+
+
+async def eventually(check: object, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise TimeoutError("the bots did not get there in time")
+        await asyncio.sleep(0.05)
+
+
+@pytest.fixture
+async def two_bots(
+    ready_db_url: str, slack: SlackRecorder
+) -> AsyncIterator[list[tuple[subprocess.Popen, str]]]:
+    with bot_processes(ready_db_url, slack, 2) as bots:
+        await asyncio.gather(*(wait_until_serving(url, process) for process, url in bots))
+        yield bots
+
+
+async def test_two_bot_processes_on_one_postgres_act_as_one(
+    ready_db_url: str, slack: SlackRecorder, two_bots: list[tuple[subprocess.Popen, str]]
+) -> None:
+    urls = [url + "/slack/events" for _, url in two_bots]
+    sc = first_scenario(action="credit_note", single_approver=True)
+    event = mention(slack, f"{sc['customer_id']} {sc['question']}")
+    thread = event["event"]["ts"]
+    async with SignedClient(urls[0], SECRET) as a, SignedClient(urls[1], SECRET) as b:
+        # Slack delivers the same event to both (a retry that landed on the other process).
+        answers = await asyncio.gather(a.send(event), b.send(event, retry_num=1))
+        assert [x.status for x in answers] == [200, 200]
+        await eventually(lambda: any(buttons(m) for m in bot_replies(slack, CHANNEL, thread)))
+        await asyncio.sleep(0.5)  # time for a second case, if there were going to be one
+        (card,) = bot_replies(slack, CHANNEL, thread)
+
+        # Two approvers click at once, each landing on a different process.
+        clicks = [
+            p.click(card.to_slack(), user=who, channel=CHANNEL, action_id=APPROVE_ACTION_ID)
+            for who in (ALICE, BOB)
+        ]
+        answers = await asyncio.gather(a.send(clicks[0]), b.send(clicks[1]))
+        assert [x.status for x in answers] == [200, 200]
+
+        def reply_posted() -> bool:
+            return any(
+                "Reply to the customer" in all_text(m.blocks) for m in bot_replies(slack, CHANNEL, thread)
+            )
+
+        await eventually(lambda: reply_posted() and len(slack.ephemerals()) == 1)
+        await asyncio.sleep(0.5)
+
+    engine = create_engine(ready_db_url)
+    async with engine.connect() as conn:
+        cases = (await conn.execute(select(schema.cases))).all()
+        votes = (await conn.execute(select(schema.approvals))).all()
+        notes = (await conn.execute(select(schema.credit_notes.c.status))).scalars().all()
+    await engine.dispose()
+    assert len(cases) == 1 and cases[0].status == "issued"
+    assert len(votes) == 1 and notes == ["issued"]
+    messages = bot_replies(slack, CHANNEL, thread)
+    assert len(messages) == 2  # the card and one customer reply
+    assert buttons(slack.message(CHANNEL, card.ts)) == []
+    (loser,) = slack.ephemerals()
+    assert loser.user in (ALICE, BOB) and loser.user != votes[0].approver
+
+    for process, _ in two_bots:
+        process.send_signal(signal.SIGTERM)
+    for process, _ in two_bots:
+        assert process.wait(30) == 0  # a clean shutdown
+
+
+def test_bot_command_says_what_is_missing_in_one_line(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "BILLSLEUTH_"))}
+    env["BILLSLEUTH_HOME"] = str(tmp_path)
+    done = subprocess.run(
+        [str(BILLSLEUTH), "bot", "--http"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "billsleuth: error: HTTP mode needs SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET (not set)"
+    )
