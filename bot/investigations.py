@@ -76,6 +76,7 @@ async def investigate(
     thread_ts = request.thread_ts or ts
     live = LiveProgress(
         client,
+        pacer=runtime.progress_pacer,
         channel=request.channel,
         ts=ts,
         case_id=case_id,

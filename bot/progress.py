@@ -2,9 +2,10 @@
 
 The graph calls `on_progress(event)` synchronously from inside its run, so that callback only records the
 step and makes sure one flusher task is scheduled; it never waits and never raises. The flusher sends at
-most one chat.update per `interval` seconds (chat.update is Tier 3) with the latest steps. `finish()` stops
-it without cutting a request in half — a cancelled request could still land after the final card and
-overwrite it — so the message's last word is always the result.
+most one chat.update per `interval` seconds with the latest steps, and only when the workspace-wide pacer
+has a permit (chat.update is Tier 3; many cases at once would otherwise crowd out their own results).
+`finish()` stops it without cutting a request in half — a cancelled request could still land after the
+final card and overwrite it — so the message's last word is always the result.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,11 +26,30 @@ from bot.presenters import progress_step
 log = logging.getLogger(__name__)
 
 
+class Pacer:
+    """At most `rate` permits a second, taken without waiting (None: no limit). A progress update that
+    finds no permit is simply folded into the next one."""
+
+    def __init__(self, rate: float | None) -> None:
+        if rate is not None and rate <= 0:
+            raise ValueError("a rate must be above zero (or None for no limit)")
+        self.gap = 0.0 if rate is None else 1.0 / rate
+        self._next = 0.0
+
+    def try_take(self) -> bool:
+        now = time.monotonic()
+        if now < self._next:
+            return False
+        self._next = now + self.gap
+        return True
+
+
 class LiveProgress:
     def __init__(
         self,
         client: AsyncWebClient,
         *,
+        pacer: Pacer | None = None,
         channel: str,
         ts: str,
         case_id: str,
@@ -40,6 +61,7 @@ class LiveProgress:
         self.channel, self.ts = channel, ts
         self.case_id, self.customer_id, self.requested_by = case_id, customer_id, requested_by
         self.interval = interval
+        self.pacer = pacer or Pacer(None)
         self.steps: list[ProgressStep] = []
         self.revision = 0  # the posted message is revision 0
         self.updates_sent = 0
@@ -86,6 +108,9 @@ class LiveProgress:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), wait)
                 continue  # re-check: closed, or simply time to send
+            if not self.pacer.try_take():  # the workspace-wide budget is spent: fold into a later one
+                self._last_sent = loop.time()
+                continue
             await self._send()
 
     async def _send(self) -> None:

@@ -44,6 +44,7 @@ from bot.app import (
     start_http,
 )
 from bot.config import SlackSettings
+from bot.progress import Pacer
 from engine import schema
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,10 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_INVESTIGATIONS = 4
 DEFAULT_PROGRESS_INTERVAL = 1.0  # seconds between live progress updates (chat.update is Tier 3)
 DEFAULT_EXPIRY_INTERVAL = 300.0  # seconds between sweeps for overdue drafts
+# Progress updates of all cases together, per second: chat.update is Tier 3 (about 50 a minute), and the
+# cards and results must not queue behind cosmetic step lists. Results are never paced.
+DEFAULT_PROGRESS_RATE = 0.6
+LOCAL_LOCK_STRIPES = 64
 RUNTIME_KEY = "billsleuth_runtime"
 
 Mode = Literal["http", "socket"]
@@ -66,6 +71,7 @@ class BotRuntime:
         *,
         max_investigations: int = DEFAULT_MAX_INVESTIGATIONS,
         progress_interval: float = DEFAULT_PROGRESS_INTERVAL,
+        progress_rate: float | None = DEFAULT_PROGRESS_RATE,
     ) -> None:
         if max_investigations < 1:
             raise ValueError("max_investigations must be at least 1")
@@ -73,6 +79,8 @@ class BotRuntime:
         self.slack = slack
         self.investigations = asyncio.Semaphore(max_investigations)  # bounded concurrent graph runs
         self.progress_interval = progress_interval
+        self.progress_pacer = Pacer(progress_rate)
+        self._local_locks = tuple(asyncio.Lock() for _ in range(LOCAL_LOCK_STRIPES))
         self._app: BillSleuthApp | None = None
 
     # ---- what the flows reach for ----
@@ -138,8 +146,11 @@ class BotRuntime:
 
     @asynccontextmanager
     async def locked(self, key: str) -> AsyncIterator[None]:
-        """A Postgres advisory lock held for the block (transaction-scoped: it cannot leak)."""
-        async with self.engine.begin() as conn:
+        """A Postgres advisory lock held for the block (transaction-scoped: it cannot leak).
+
+        Waiters in this process queue on a local lock first, so twenty clicks on one card hold one pooled
+        connection between them, not twenty (the holder needs connections of its own to draw the card)."""
+        async with self._local_locks[hash(key) % len(self._local_locks)], self.engine.begin() as conn:
             await conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": key})
             yield
 
@@ -164,11 +175,16 @@ async def open_runtime(
     approval_settings: ApprovalSettings | None = None,
     max_investigations: int = DEFAULT_MAX_INVESTIGATIONS,
     progress_interval: float = DEFAULT_PROGRESS_INTERVAL,
+    progress_rate: float | None = DEFAULT_PROGRESS_RATE,
 ) -> AsyncIterator[BotRuntime]:
     """The CaseService on this database (engine, checkpointer pool, graph) wrapped as a runtime."""
     async with case_service(database_url, configuration, approval_settings) as service:
         yield BotRuntime(
-            service, slack, max_investigations=max_investigations, progress_interval=progress_interval
+            service,
+            slack,
+            max_investigations=max_investigations,
+            progress_interval=progress_interval,
+            progress_rate=progress_rate,
         )
 
 
@@ -209,12 +225,12 @@ class Chores:
             interval = self.expiry_interval
 
             async def sweep_forever() -> None:
-                while True:
-                    await asyncio.sleep(interval)
+                while True:  # a sweep at start too: drafts may have run out while the bot was down
                     try:
                         await expire_overdue_and_update(self.runtime)
                     except Exception:
                         log.exception("expiry sweep failed; trying again in %ss", interval)
+                    await asyncio.sleep(interval)
 
             self._loop = asyncio.get_running_loop().create_task(sweep_forever(), name="expiry sweep")
 
@@ -269,6 +285,7 @@ async def running_bot(
     approval_settings: ApprovalSettings | None = None,
     max_investigations: int = DEFAULT_MAX_INVESTIGATIONS,
     progress_interval: float = DEFAULT_PROGRESS_INTERVAL,
+    progress_rate: float | None = DEFAULT_PROGRESS_RATE,
     recover: bool = True,
     expiry_interval: float | None = DEFAULT_EXPIRY_INTERVAL,
     drain_timeout: float = 30.0,
@@ -281,6 +298,7 @@ async def running_bot(
         approval_settings=approval_settings,
         max_investigations=max_investigations,
         progress_interval=progress_interval,
+        progress_rate=progress_rate,
     ) as runtime:
         app = build_app(runtime)
         server = await start_http(app, host=host, port=port)

@@ -35,6 +35,7 @@ async def bot(ready_db_url: str, slack: SlackRecorder) -> AsyncIterator[RunningB
         configuration=Configuration(investigator="offline"),
         approval_settings=approval_settings(),
         progress_interval=0.0,  # every progress step goes out: the tests want to see them
+        progress_rate=None,
         recover=False,
         expiry_interval=None,
     ) as running:

@@ -21,7 +21,8 @@ from sqlalchemy import insert, select
 from agent.configuration import Configuration
 from approvals import decisions
 from bot.cards import APPROVE_ACTION_ID
-from bot.runtime import running_bot
+from bot.progress import Pacer
+from bot.runtime import run_bot, running_bot
 from bot.slack_testing import SignedClient, SlackRecorder
 from bot.slack_testing import payloads as p
 from engine import schema
@@ -126,6 +127,48 @@ async def test_a_decision_claimed_but_not_applied_before_a_stop_is_applied_at_st
         if "Reply to the customer" in all_text(m.blocks)
     ]
     assert len(replies) == 1 and sc["truth"]["overcharge"] in all_text(replies[0].blocks)
+
+
+# ---- Socket Mode ------------------------------------------------------------------------------------------
+
+
+async def test_socket_mode_runs_the_same_bot_and_stops_cleanly(
+    ready_db_url: str, slack: SlackRecorder
+) -> None:
+    stop = asyncio.Event()
+    ready: list[str] = []
+    running = asyncio.create_task(
+        run_bot(
+            ready_db_url,
+            slack.settings(),  # the app-level token, no signing secret
+            mode="socket",
+            stop=stop,
+            on_ready=ready.append,
+            configuration=Configuration(investigator="offline"),
+            approval_settings=approval_settings(),
+            recover=False,
+            expiry_interval=None,
+        )
+    )
+    sc = first_scenario(action="credit_note", single_approver=True)
+    event = mention(slack, f"{sc['customer_id']} {sc['question']}")
+    ack = await slack.socket_send(event, timeout=10)
+    assert set(ack) == {"envelope_id"}
+    thread = event["event"]["ts"]
+    await eventually(lambda: any(buttons(m) for m in bot_replies(slack, CHANNEL, thread)))
+    assert ready == ["socket mode"]
+    stop.set()
+    await asyncio.wait_for(running, 10)
+    assert not slack.socket_connected
+
+
+def test_the_pacer_hands_out_at_most_its_rate() -> None:
+    pacer = Pacer(2.0)
+    assert [pacer.try_take() for _ in range(3)] == [True, False, False]
+    unlimited = Pacer(None)
+    assert all(unlimited.try_take() for _ in range(100))
+    with pytest.raises(ValueError, match="above zero"):
+        Pacer(0)
 
 
 # ---- `billsleuth bot` as processes ------------------------------------------------------------------------
