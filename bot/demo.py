@@ -1,0 +1,170 @@
+"""`billsleuth demo`: the whole Slack flow on this machine, with nothing to set up.
+
+The real Bolt app serves HTTP on 127.0.0.1 against a local recording Slack Web API server, on the embedded
+Postgres with the offline investigator; the demo drives it with correctly signed Slack payloads the way
+Slack would deliver them, prints each message as a person would read it, and saves the Block Kit JSON
+under $BILLSLEUTH_HOME/demo/ (paste it into Block Kit Builder).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from agent.configuration import Configuration
+from approvals.config import ApprovalSettings
+from bot.cards import APPROVE_ACTION_ID, REJECT_ACTION_ID, REJECT_REASON_ACTION_ID, REJECT_REASON_BLOCK_ID
+from bot.cards.text import render_blocks
+from bot.runtime import RunningBot, running_bot
+from bot.slack_testing import SignedClient, SlackRecorder
+from bot.slack_testing import payloads as p
+
+SECRET = "demo-signing-secret-0123456789abcdef"
+CHANNEL = "C0BILLING"
+SUPPORT = "U0SUPPORT1"
+FINANCE = ("U0FINANCE1", "U0FINANCE2")
+OUTSIDER = "U0SALES001"
+THRESHOLD = Decimal("300.00")
+
+Say = Callable[[str], None]
+
+
+@dataclass
+class Scene:
+    """One demo run: the recorder, the bot, a signed client, and where the Block Kit JSON goes."""
+
+    slack: SlackRecorder
+    bot: RunningBot
+    client: SignedClient
+    out_dir: Path
+    say: Say
+    saved: list[Path] = field(default_factory=list)
+
+    async def deliver(self, payload: dict[str, Any]) -> None:
+        delivery = await self.client.send(payload)
+        if delivery.status != 200:
+            raise RuntimeError(f"the app answered HTTP {delivery.status}: {delivery.body!r}")
+        await self.bot.settled(timeout=60)
+
+    async def mention(self, words: str) -> str:
+        typed = self.slack.post_user_message(CHANNEL, p.mention_text(words), user=SUPPORT)
+        self.say(f"\n>>> @{SUPPORT} in #{CHANNEL}: @BillSleuth {words}")
+        await self.deliver(p.app_mention(typed.text, user=SUPPORT, channel=CHANNEL, ts=typed.ts))
+        return typed.ts
+
+    def bot_messages(self, thread_ts: str) -> list[Any]:
+        bot_user = self.slack.workspace.bot_user_id
+        return [m for m in self.slack.replies(CHANNEL, thread_ts) if m.user == bot_user]
+
+    def show(self, label: str, message: Any) -> None:
+        shown = render_blocks(message.blocks) if message.blocks else message.text
+        self.say(f"\n┌─ {label}\n" + "\n".join("│ " + line for line in shown.splitlines()))
+        path = self.out_dir / f"{len(self.saved) + 1:02d}-{label.lower().replace(' ', '-')[:48]}.json"
+        path.write_text(
+            json.dumps({"blocks": message.blocks}, ensure_ascii=False, indent=2), encoding="utf-8"
+        )
+        self.saved.append(path)
+
+    async def click(self, thread_ts: str, user: str, action_id: str) -> None:
+        card = self.bot_messages(thread_ts)[0]
+        self.say(f"\n>>> @{user} clicks {'Approve' if action_id == APPROVE_ACTION_ID else 'Reject'}")
+        await self.deliver(p.click(card.to_slack(), user=user, channel=CHANNEL, action_id=action_id))
+
+    def ephemerals_for(self, user: str) -> list[str]:
+        return [e.text for e in self.slack.ephemerals(user)]
+
+
+def pick(scenarios: list[dict[str, Any]], *, credit: bool, two_person: bool = False, skip: int = 0) -> dict:
+    found = [
+        sc
+        for sc in scenarios
+        if (sc["truth"]["expected_action"] == "credit_note") == credit
+        and (not credit or (Decimal(sc["truth"]["overcharge"]) >= THRESHOLD) == two_person)
+        and not (credit and sc["truth"]["variant"] == "quantity_change_ignored")
+    ]
+    return found[skip]
+
+
+async def play(scene: Scene, scenarios: list[dict[str, Any]]) -> None:
+    say = scene.say
+    single = pick(scenarios, credit=True)
+    say("\n=== 1. An overcharge: investigation, evidence card, one finance approval ===")
+    thread = await scene.mention(f"{single['customer_id']} {single['question']}")
+    scene.show("Evidence card", scene.bot_messages(thread)[0])
+    await scene.click(thread, OUTSIDER, APPROVE_ACTION_ID)
+    say("    (only the clicker sees:) " + scene.ephemerals_for(OUTSIDER)[-1])
+    await scene.click(thread, FINANCE[0], APPROVE_ACTION_ID)
+    messages = scene.bot_messages(thread)
+    scene.show("Card after approval", messages[0])
+    scene.show("Reply for the customer (issued)", messages[-1])
+
+    double = pick(scenarios, credit=True, two_person=True)
+    say(f"\n=== 2. {double['truth']['overcharge']} is over {THRESHOLD}: two finance users must approve ===")
+    thread = await scene.mention(f"{double['customer_id']} {double['question']}")
+    await scene.click(thread, FINANCE[0], APPROVE_ACTION_ID)
+    scene.show("Card with one of two approvals", scene.bot_messages(thread)[0])
+    await scene.click(thread, FINANCE[0], APPROVE_ACTION_ID)
+    say("    (only the clicker sees:) " + scene.ephemerals_for(FINANCE[0])[-1])
+    await scene.click(thread, FINANCE[1], APPROVE_ACTION_ID)
+    messages = scene.bot_messages(thread)
+    scene.show("Card after the second approval", messages[0])
+    scene.show("Reply for the customer (issued, two approvals)", messages[-1])
+
+    rejected = pick(scenarios, credit=True, skip=1)
+    say("\n=== 3. Finance rejects a draft with a reason ===")
+    thread = await scene.mention(f"{rejected['customer_id']} {rejected['question']}")
+    await scene.click(thread, FINANCE[1], REJECT_ACTION_ID)
+    modal = scene.slack.views("modal")[-1].view
+    reason = "Sales agreed this price with the customer in writing"
+    say(f'    (a modal asks for the reason; @{FINANCE[1]} types "{reason}")')
+    values = {REJECT_REASON_BLOCK_ID: {REJECT_REASON_ACTION_ID: reason}}
+    await scene.deliver(p.view_submission(modal, user=FINANCE[1], values=values))
+    messages = scene.bot_messages(thread)
+    scene.show("Card after rejection", messages[0])
+    scene.show("Rewritten reply for the customer", messages[-1])
+
+    benign = pick(scenarios, credit=False)
+    say("\n=== 4. A correct bill: explained, nothing to credit ===")
+    thread = await scene.mention(f"{benign['customer_id']} {benign['question']}")
+    scene.show("Explanation", scene.bot_messages(thread)[0])
+
+    say("\n=== 5. No customer id: the bot asks ===")
+    thread = await scene.mention("why did you charge me 89.00 in May?")
+    scene.show("Question back", scene.bot_messages(thread)[0])
+
+
+async def run_demo(
+    database_url: str, out_dir: Path, scenarios: list[dict[str, Any]], say: Say = print
+) -> Scene:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for old in out_dir.glob("*.json"):
+        old.unlink()
+    async with SlackRecorder() as slack:
+        approvals = ApprovalSettings(approvers=frozenset(FINANCE), two_person_threshold=THRESHOLD)
+        async with (
+            running_bot(
+                database_url,
+                slack.settings(signing_secret=SECRET),
+                configuration=Configuration(investigator="offline"),
+                approval_settings=approvals,
+                recover=False,
+                expiry_interval=None,
+            ) as bot,
+            SignedClient(bot.url, SECRET) as client,
+        ):
+            say(f"BillSleuth is serving {bot.url}; Slack Web API calls go to the recorder at {slack.api_url}")
+            scene = Scene(slack, bot, client, out_dir, say)
+            await play(scene, scenarios)
+            counts = {
+                m: len(slack.calls(m)) for m in ("chat.postMessage", "chat.update", "chat.postEphemeral")
+            }
+            say(
+                f"\nSlack Web API calls: {counts['chat.postMessage']} posts, {counts['chat.update']} edits, "
+                f"{counts['chat.postEphemeral']} ephemeral, {len(slack.calls('views.open'))} modal"
+            )
+            say(f"Block Kit JSON of each card: {out_dir}/ (paste into Block Kit Builder)")
+            return scene
