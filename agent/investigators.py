@@ -43,27 +43,28 @@ async def auditor_view(ctx: ToolContext, month: int | None, amount: Decimal | No
     }
 
 
-async def gather_overview(ctx: ToolContext, evidence: EvidenceBook) -> list[str]:
-    """Call the overview tools and recompute every invoice; returns the invoice ids seen."""
-    invoice_ids: list[str] = []
+async def gather_overview(ctx: ToolContext, evidence: EvidenceBook) -> None:
+    """Read the customer's profile, invoices, payments and subscription events (all audited)."""
     for tool in OVERVIEW_TOOLS:
         result = await call_tool(ctx, tool, {})
         if result.ok:
             evidence.harvest(tool, result.data)
-            if tool == "list_invoices":
-                invoice_ids = [inv["id"] for inv in result.data["invoices"]]
-    for invoice_id in invoice_ids:
-        result = await call_tool(ctx, "recompute_invoice", {"invoice_id": invoice_id})
-        if result.ok:
-            evidence.harvest("recompute_invoice", result.data)
-    return invoice_ids
 
 
 async def investigate_offline(
     ctx: ToolContext, evidence: EvidenceBook, month: int | None, amount: Decimal | None
 ) -> tuple[InvestigationOutcome, dict[str, Any]]:
+    """Overview, then the auditor names the invoice, then that invoice is recomputed on the record.
+
+    The auditor re-bills the whole history in one pass, so only the invoices it names need a
+    recompute_invoice call of their own (the one the approver will want to see in the trail).
+    """
     await gather_overview(ctx, evidence)
     view = await auditor_view(ctx, month, amount)
+    for invoice_id in view["invoice_ids"]:
+        result = await call_tool(ctx, "recompute_invoice", {"invoice_id": invoice_id})
+        if result.ok:
+            evidence.harvest("recompute_invoice", result.data)
     findings: Findings = {
         "root_cause": view["root_cause"],
         "invoice_ids": view["invoice_ids"],

@@ -45,6 +45,7 @@ class ToolContext:
     # One investigation reads one ledger: load it once, not once per tool call.
     cached_ledger: CustomerLedger | None = field(default=None, repr=False)
     cached_book: PriceBook | None = field(default=None, repr=False)
+    cached_checks: dict[str, InvoiceCheck] | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -292,11 +293,13 @@ async def get_price_book(ctx: ToolContext, _: NoArgs) -> dict[str, Any]:
 async def recompute(ctx: ToolContext, invoice_id: str) -> InvoiceCheck:
     ledger = await _ledger(ctx)
     _own_invoice(ledger, invoice_id)
-    book = await _price_book(ctx)
-    for check in check_ledger(ledger, book, ledger_as_of(ledger)):
-        if check.invoice_id == invoice_id:
-            return check
-    raise ToolError(f"{invoice_id} was issued after the ledger's as-of date")
+    if ctx.cached_checks is None:  # the whole history is re-billed in one pass; each invoice is a lookup
+        book = await _price_book(ctx)
+        ctx.cached_checks = {c.invoice_id: c for c in check_ledger(ledger, book, ledger_as_of(ledger))}
+    check = ctx.cached_checks.get(invoice_id)
+    if check is None:
+        raise ToolError(f"{invoice_id} was issued after the ledger's as-of date")
+    return check
 
 
 async def recompute_invoice(ctx: ToolContext, args: InvoiceArgs) -> dict[str, Any]:
@@ -354,7 +357,9 @@ def _digest(data: Any) -> str:
 
 
 async def _audit(ctx: ToolContext, result: ToolResult) -> None:
-    async with ctx.engine.begin() as conn:
+    # One statement, so autocommit: a single round trip instead of BEGIN / INSERT / COMMIT.
+    async with ctx.engine.connect() as connection:
+        conn = await connection.execution_options(isolation_level="AUTOCOMMIT")
         await conn.execute(
             insert(schema.audit_log).values(
                 case_id=ctx.case_id,

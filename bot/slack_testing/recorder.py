@@ -228,15 +228,26 @@ class SlackRecorder:
         where: Callable[[RecordedCall], bool] | None = None,
     ) -> list[RecordedCall]:
         """The calls of `method` (matching `where`) once there are at least `count`; TimeoutError if not."""
+
+        def matching() -> list[RecordedCall]:
+            return [c for c in self.calls(method) if where is None or where(c)]
+
+        try:
+            await self.wait_until(lambda: len(matching()) >= count, timeout=timeout)
+        except TimeoutError:
+            raise TimeoutError(
+                f"waited {timeout:g}s for {count} {method} call(s); saw {len(matching())}"
+            ) from None
+        return matching()
+
+    async def wait_until(self, condition: Callable[[], bool], *, timeout: float = 5.0) -> None:
+        """Return once `condition()` holds, re-checking only when a call was recorded (no busy polling)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        while True:
-            found = [c for c in self.calls(method) if where is None or where(c)]
-            if len(found) >= count:
-                return found
+        while not condition():
             remaining = deadline - loop.time()
             if remaining <= 0:
-                raise TimeoutError(f"waited {timeout:g}s for {count} {method} call(s); saw {len(found)}")
+                raise TimeoutError(f"the condition did not hold within {timeout:g}s")
             changed = self._changed
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(changed.wait(), remaining)
