@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from agent.tools import LedgerCache
 from approvals.config import ApprovalSettings
 
 Investigator = Literal["offline", "llm"]
@@ -74,6 +75,8 @@ class CaseContext:
     configuration: Configuration
     approval_settings: ApprovalSettings
     on_progress: Callable[[dict[str, Any]], None] | None = None
+    # The ledger as read during this run, shared by the investigator and verify (never checkpointed).
+    ledger_cache: LedgerCache = field(default_factory=LedgerCache)
 
     def progress(self, event: dict[str, Any]) -> None:
         if self.on_progress is not None:

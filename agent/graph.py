@@ -42,7 +42,12 @@ def _escalate(reason: str) -> dict[str, Any]:
 
 def _tools(state: CaseState, context: CaseContext, actor: str) -> ToolContext:
     return ToolContext(
-        context.engine, state["case_id"], state["customer_id"] or "", actor, on_progress=context.on_progress
+        context.engine,
+        state["case_id"],
+        state["customer_id"] or "",
+        actor,
+        on_progress=context.on_progress,
+        cache=context.ledger_cache,
     )
 
 

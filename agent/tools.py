@@ -35,6 +35,15 @@ class ToolError(Exception):
 
 
 @dataclass
+class LedgerCache:
+    """The customer's ledger, the price book and the re-billed history, as read once in a case run."""
+
+    ledger: CustomerLedger | None = None
+    book: PriceBook | None = None
+    checks: dict[str, InvoiceCheck] | None = None
+
+
+@dataclass
 class ToolContext:
     engine: AsyncEngine
     case_id: str
@@ -42,10 +51,16 @@ class ToolContext:
     actor: str  # "agent:offline", "agent:llm", "system:verify", "approver:U123"
     on_progress: ProgressCallback | None = None
     calls: list[dict[str, Any]] = field(default_factory=list)  # this run's trail, in order
-    # One investigation reads one ledger: load it once, not once per tool call.
-    cached_ledger: CustomerLedger | None = field(default=None, repr=False)
-    cached_book: PriceBook | None = field(default=None, repr=False)
-    cached_checks: dict[str, InvoiceCheck] | None = field(default=None, repr=False)
+    # One case run reads one ledger: load it once, not once per tool call (shared across the run's nodes).
+    cache: LedgerCache = field(default_factory=lambda: LedgerCache(), repr=False)
+
+    @property
+    def cached_ledger(self) -> CustomerLedger | None:
+        return self.cache.ledger
+
+    @property
+    def cached_book(self) -> PriceBook | None:
+        return self.cache.book
 
 
 @dataclass(frozen=True)
@@ -174,20 +189,20 @@ def ledger_as_of(ledger: CustomerLedger) -> date:
 
 
 async def _ledger(ctx: ToolContext) -> CustomerLedger:
-    if ctx.cached_ledger is None:
+    if ctx.cache.ledger is None:
         async with ctx.engine.connect() as conn:
             try:
-                ctx.cached_ledger = await load_ledger(conn, ctx.customer_id)
+                ctx.cache.ledger = await load_ledger(conn, ctx.customer_id)
             except UnknownCustomer as error:
                 raise ToolError(str(error)) from None
-    return ctx.cached_ledger
+    return ctx.cache.ledger
 
 
 async def _price_book(ctx: ToolContext) -> PriceBook:
-    if ctx.cached_book is None:
+    if ctx.cache.book is None:
         async with ctx.engine.connect() as conn:
-            ctx.cached_book = await load_price_book(conn)
-    return ctx.cached_book
+            ctx.cache.book = await load_price_book(conn)
+    return ctx.cache.book
 
 
 def _own_invoice(ledger: CustomerLedger, invoice_id: str) -> Invoice:
@@ -293,10 +308,10 @@ async def get_price_book(ctx: ToolContext, _: NoArgs) -> dict[str, Any]:
 async def recompute(ctx: ToolContext, invoice_id: str) -> InvoiceCheck:
     ledger = await _ledger(ctx)
     _own_invoice(ledger, invoice_id)
-    if ctx.cached_checks is None:  # the whole history is re-billed in one pass; each invoice is a lookup
+    if ctx.cache.checks is None:  # the whole history is re-billed in one pass; each invoice is a lookup
         book = await _price_book(ctx)
-        ctx.cached_checks = {c.invoice_id: c for c in check_ledger(ledger, book, ledger_as_of(ledger))}
-    check = ctx.cached_checks.get(invoice_id)
+        ctx.cache.checks = {c.invoice_id: c for c in check_ledger(ledger, book, ledger_as_of(ledger))}
+    check = ctx.cache.checks.get(invoice_id)
     if check is None:
         raise ToolError(f"{invoice_id} was issued after the ledger's as-of date")
     return check
