@@ -10,7 +10,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from langgraph.types import Command
@@ -31,6 +31,8 @@ log = logging.getLogger(__name__)
 
 ProgressCallback = Callable[[dict[str, Any]], None]
 WAITING_NODE = "await_approval"
+FINISHED_STATUSES = ("needs_customer", "explained", "issued", "rejected", "expired", "escalated")
+FINISHED_CHECKPOINT_RETENTION = timedelta(days=30)
 
 
 class CaseNotFound(LookupError):
@@ -168,6 +170,27 @@ class CaseService:
             if note.case_id:
                 await self.resume(note.case_id, {"approver": "system", "decision": "expire", "comment": ""})
         return expired
+
+    async def prune_finished(self, older_than: timedelta = FINISHED_CHECKPOINT_RETENTION) -> list[str]:
+        """Delete the graph checkpoints of cases finished longer ago than `older_than`.
+
+        The OSS Postgres saver keeps every checkpoint forever; a finished case never resumes, and its
+        outcome stays in the cases row, the audit log and the activity log.
+        """
+        cutoff = datetime.now(UTC) - older_than
+        async with self.engine.connect() as conn:
+            rows = await conn.execute(
+                select(schema.cases.c.id).where(
+                    schema.cases.c.status.in_(FINISHED_STATUSES), schema.cases.c.updated_at < cutoff
+                )
+            )
+            finished = list(rows.scalars())
+        pruned = []
+        for case_id in finished:
+            if (await self.state_of(case_id)).values:
+                await self.graph.checkpointer.adelete_thread(case_id)
+                pruned.append(case_id)
+        return pruned
 
     # ---- recovery ----
 

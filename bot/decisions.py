@@ -135,6 +135,9 @@ async def expire_overdue_and_update(runtime: BotRuntime) -> list[str]:
             await settle_card(runtime, credit_note_id)
         except Exception:
             log.exception("could not update the card of expired %s", credit_note_id)
+    pruned = await runtime.service.prune_finished()
+    if pruned:
+        log.info("deleted the checkpoints of %d finished case(s)", len(pruned))
     return expired
 
 

@@ -215,6 +215,23 @@ async def test_an_undecided_draft_expires_and_the_reply_promises_nothing(service
     assert (await service.state_of(case["case_id"])).next == ()
 
 
+async def test_finished_cases_lose_their_checkpoints_after_the_retention(service: CaseService) -> None:
+    explained = await service.open_case(
+        scenario("tax_line")["question"],
+        requester="U0SUPPORT1",
+        customer_id=scenario("tax_line")["customer_id"],
+    )
+    waiting = scenario("wrong_tax_region")
+    paused = await service.open_case(
+        waiting["question"], requester="U0SUPPORT1", customer_id=waiting["customer_id"]
+    )
+    assert await service.prune_finished() == []  # finished just now: kept
+    assert await service.prune_finished(older_than=timedelta(0)) == [explained["case_id"]]
+    assert not (await service.state_of(explained["case_id"])).values
+    assert (await service.show_case(explained["case_id"]))["status"] == "explained"  # the summary stays
+    assert (await service.state_of(paused["case_id"])).next == ("await_approval",)  # waiting: untouched
+
+
 def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(BILLSLEUTH), *args], capture_output=True, text=True, env=env, timeout=120)
 
