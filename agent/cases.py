@@ -90,9 +90,10 @@ class CaseService:
             "question": question,
             "requester": requester,
         }
-        await self.graph.ainvoke(
-            initial, self._config(case_id), context=self._context(on_progress), durability="sync"
-        )
+        async with self._case_lock(case_id):  # a restarting bot's recovery must not run it a second time
+            await self.graph.ainvoke(
+                initial, self._config(case_id), context=self._context(on_progress), durability="sync"
+            )
         return await self.sync_case(case_id)
 
     # ---- reading ----
@@ -209,22 +210,8 @@ class CaseService:
             state = await self.state_of(row.id)
             pending = tuple(state.next or ())
             if row.status == "investigating":
-                if not state.values:  # stopped before the first checkpoint: start over
-                    initial: CaseState = {
-                        "case_id": row.id,
-                        "customer_id": row.customer_id,
-                        "question": row.question,
-                        "requester": row.requester,
-                    }
-                    await self.graph.ainvoke(
-                        initial, self._config(row.id), context=self._context(None), durability="sync"
-                    )
-                elif pending and WAITING_NODE not in pending:
-                    await self.graph.ainvoke(
-                        None, self._config(row.id), context=self._context(None), durability="sync"
-                    )
-                await self.sync_case(row.id)
-                recovered.append(row.id)
+                if await self._finish_interrupted(row, state.values, pending):
+                    recovered.append(row.id)
             elif WAITING_NODE in pending:
                 note = await queries.credit_note_for_case(self.engine, row.id)
                 decided = note is not None and note.status != "draft"
@@ -232,6 +219,28 @@ class CaseService:
                 if decided and await self.resume(row.id, recover):
                     recovered.append(row.id)
         return recovered
+
+    async def _finish_interrupted(self, row: Any, values: dict[str, Any], pending: tuple[str, ...]) -> bool:
+        """Run an interrupted investigation to its end, unless a live process is running it right now."""
+        async with self._case_lock(row.id, wait=False) as taken:
+            if not taken:
+                return False
+            if not values:  # stopped before the first checkpoint: start over
+                initial: CaseState = {
+                    "case_id": row.id,
+                    "customer_id": row.customer_id,
+                    "question": row.question,
+                    "requester": row.requester,
+                }
+                await self.graph.ainvoke(
+                    initial, self._config(row.id), context=self._context(None), durability="sync"
+                )
+            elif pending and WAITING_NODE not in pending:
+                await self.graph.ainvoke(
+                    None, self._config(row.id), context=self._context(None), durability="sync"
+                )
+        await self.sync_case(row.id)
+        return True
 
     # ---- internals ----
 
@@ -274,15 +283,23 @@ class CaseService:
         return CaseContext(self.engine, self.configuration, self.approval_settings, on_progress)
 
     @asynccontextmanager
-    async def _case_lock(self, case_id: str) -> AsyncIterator[None]:
+    async def _case_lock(self, case_id: str, *, wait: bool = True) -> AsyncIterator[bool]:
+        """Hold the case's advisory lock (one graph run per case across processes); yields whether it
+        was taken — always True when waiting, False when `wait=False` and another process holds it."""
+        key = {"key": f"case:{case_id}"}
         async with self.engine.connect() as conn:
-            await conn.execute(text("SELECT pg_advisory_lock(hashtext(:key))"), {"key": f"case:{case_id}"})
-            try:
-                yield
-            finally:
-                await conn.execute(
-                    text("SELECT pg_advisory_unlock(hashtext(:key))"), {"key": f"case:{case_id}"}
+            if wait:
+                await conn.execute(text("SELECT pg_advisory_lock(hashtext(:key))"), key)
+                taken = True
+            else:
+                taken = bool(
+                    (await conn.execute(text("SELECT pg_try_advisory_lock(hashtext(:key))"), key)).scalar()
                 )
+            try:
+                yield taken
+            finally:
+                if taken:
+                    await conn.execute(text("SELECT pg_advisory_unlock(hashtext(:key))"), key)
                 await conn.commit()
 
 

@@ -12,7 +12,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 
 from agent.cases import CaseService, case_service
 from agent.checkpoint import setup_checkpointer
@@ -201,6 +201,26 @@ async def test_crash_between_draft_and_pause_recovers_without_a_second_draft(ser
     assert case["status"] == "awaiting_approval"
     assert await count(service, schema.credit_notes) == 1
     assert (await service.state_of(case["case_id"])).next == ("await_approval",)
+
+
+async def test_recovery_leaves_alone_a_case_another_process_is_running(service: CaseService) -> None:
+    sc = scenario("wrong_plan_price")
+    case_id = await service.new_case_id()
+    async with service.engine.begin() as conn:
+        await conn.execute(
+            schema.cases.insert().values(
+                id=case_id, customer_id=sc["customer_id"], question=sc["question"], requester="U0SUPPORT1",
+                status="investigating",
+            )
+        )  # fmt: skip
+    async with service.engine.connect() as other_process:
+        lock = text("SELECT pg_advisory_lock(hashtext(:key))")
+        await other_process.execute(lock, {"key": f"case:{case_id}"})
+        assert await service.recover() == []  # someone is investigating it: not run a second time
+        await other_process.execute(text("SELECT pg_advisory_unlock_all()"))
+        await other_process.commit()
+    assert await service.recover() == [case_id]
+    assert (await service.show_case(case_id))["status"] == "awaiting_approval"
 
 
 async def test_an_undecided_draft_expires_and_the_reply_promises_nothing(service: CaseService) -> None:
