@@ -20,6 +20,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 log = logging.getLogger(__name__)
 
 
+class DatabaseUrlError(ValueError):
+    """DATABASE_URL is not a Postgres URL we can use."""
+
+
 def home() -> Path:
     return Path(os.environ.get("BILLSLEUTH_HOME", "var")).resolve()
 
@@ -50,7 +54,7 @@ def sqlalchemy_url(libpq_url: str) -> URL:
         libpq_url = "postgresql://" + libpq_url.removeprefix("postgres://")
     url = make_url(libpq_url)
     if url.get_backend_name() != "postgresql":
-        raise ValueError(f"DATABASE_URL must be a postgresql:// URL, got {url.get_backend_name()}://")
+        raise DatabaseUrlError(f"DATABASE_URL must be a postgresql:// URL, got {url.get_backend_name()}://")
     return url.set(drivername="postgresql+psycopg")
 
 

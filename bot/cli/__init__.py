@@ -43,7 +43,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         fail(str(error), error.exit_code)
     except KeyboardInterrupt:
         fail("interrupted", 130)
+    except Exception as error:
+        known = known_failure(error)
+        if known is None:
+            raise
+        fail(*known)
     return int(code or 0)
+
+
+def known_failure(error: Exception) -> tuple[str, int] | None:
+    """Failures people cause and can fix (a wrong DATABASE_URL, a database that is down) as one line."""
+    kind, module = type(error).__name__, type(error).__module__
+    if kind == "DatabaseUrlError":
+        return str(error), 2
+    if kind == "OperationalError" and module.startswith(("sqlalchemy", "psycopg")):
+        cause = getattr(error, "orig", None) or error
+        first = str(cause).strip().splitlines()[0] if str(cause).strip() else kind
+        return f"cannot reach the database ({first}); check DATABASE_URL or run `billsleuth doctor`", 1
+    return None
 
 
 if __name__ == "__main__":
