@@ -19,7 +19,7 @@ class ConfigurationError(ValueError):
     pass
 
 
-def _int_env(name: str, default: int) -> int:
+def _int_env(name: str, default: int, *, minimum: int = 1) -> int:
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
@@ -27,8 +27,8 @@ def _int_env(name: str, default: int) -> int:
         value = int(raw)
     except ValueError:
         raise ConfigurationError(f"{name} must be a whole number, got {raw!r}") from None
-    if value <= 0:
-        raise ConfigurationError(f"{name} must be positive, got {value}")
+    if value < minimum:
+        raise ConfigurationError(f"{name} must be at least {minimum}, got {value}")
     return value
 
 
@@ -61,6 +61,8 @@ class Configuration:
             api_key=api_key,
             max_steps=_int_env("BILLSLEUTH_MAX_STEPS", 12),
             max_tokens=_int_env("BILLSLEUTH_MAX_TOKENS", 1200),
+            request_timeout_s=float(_int_env("BILLSLEUTH_MODEL_TIMEOUT", 30)),
+            max_retries=_int_env("BILLSLEUTH_MODEL_RETRIES", 2, minimum=0),
         )
 
 
