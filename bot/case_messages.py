@@ -62,7 +62,8 @@ async def show_case_result(
     else:
         message = await case_message(runtime.service, case, steps=steps, revision=revision)
         await put_case_message(runtime, case["case_id"], message)
-    await announce_outcome(runtime, case["case_id"])
+    if case["status"] in SETTLED:  # e.g. a recovered case whose decision was applied meanwhile
+        await announce_outcome(runtime, case["case_id"])
 
 
 async def announce_outcome(runtime: BotRuntime, case_id: str) -> bool:

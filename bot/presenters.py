@@ -7,6 +7,7 @@ agent's tool calls from audit_log — never a copy of what the agent said about 
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
@@ -159,13 +160,21 @@ async def agent_trail(engine: AsyncEngine, case_id: str) -> list[ToolCallView]:
 # ---- the evidence card ------------------------------------------------------------------------------------
 
 
+async def _nothing(value: Any = None) -> Any:
+    return value
+
+
 async def credit_note_card_view(service: CaseService, credit_note_id: str) -> CreditNoteCardView:
     engine = service.engine
     note = await queries.get_credit_note(engine, credit_note_id)
-    votes = await queries.approvals_of(engine, credit_note_id)
-    customer = await customer_of_invoice(engine, note.invoice_id)
     case_id = note.case_id or ""
-    row = await service.case_row(case_id) if note.case_id else None
+    # Independent reads on separate pooled connections: the card waits for the slowest, not their sum.
+    votes, customer, row, trail = await asyncio.gather(
+        queries.approvals_of(engine, credit_note_id),
+        customer_of_invoice(engine, note.invoice_id),
+        service.case_row(case_id) if note.case_id else _nothing(),
+        agent_trail(engine, case_id) if case_id else _nothing([]),
+    )
     findings = (row.findings if row is not None else None) or {}
     conclusion = ConclusionView(
         root_cause=str(findings.get("root_cause") or note.root_cause),
@@ -179,7 +188,7 @@ async def credit_note_card_view(service: CaseService, credit_note_id: str) -> Cr
         requested_by=row.requester if row is not None else "unknown",
         conclusion=conclusion,
         recompute=await fresh_recomputation(engine, case_id, customer.id, note.invoice_id),
-        tool_trail=await agent_trail(engine, case_id) if case_id else [],
+        tool_trail=trail,
         credit_note=note_model(note),
         decisions=decision_views(votes),
         revision=card_revision(note),
