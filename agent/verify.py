@@ -83,7 +83,8 @@ async def verify_findings(
         if not result.ok:
             return _refuse(f"invoice {invoice_id} could not be verified: {result.error}")
         evidence.harvest("recompute_invoice", result.data)
-        recomputed[invoice_id] = Decimal(result.data["overcharge"])
+        # What is still owed: paid − should have paid − credit notes already issued on the invoice.
+        recomputed[invoice_id] = Decimal(result.data["overcharge"]) - Decimal(result.data["credited_total"])
 
     action = findings["expected_action"]
     if action == "credit_note":

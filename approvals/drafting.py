@@ -124,6 +124,7 @@ async def _draft_once(
         existing = await _note_for_key(conn, request.key)  # a twin may have committed while we waited
     if existing is not None:
         return await _replayed(conn, existing, request.root_cause), False
+    await _check_no_other_case_is_open(conn, request)
     await _check_room_on_invoice(conn, request.invoice_id, request.amount)
     note_id = await _insert_note(conn, request, settings, now)
     if not await _claim_key(conn, request, note_id, now):
@@ -148,6 +149,34 @@ async def _replayed(conn: AsyncConnection, request: Row[Any], root_cause: str) -
             f"not {root_cause}",
         )
     return note
+
+
+async def _check_no_other_case_is_open(conn: AsyncConnection, request: _Request) -> None:
+    """One case at a time may be asking to credit an invoice; the caller holds the invoice lock.
+
+    Two complaints about one overcharge open two cases, and each verifies the same outstanding amount: a
+    second draft while the first is still undecided would credit the customer twice (a double charge is
+    paid twice over, so the paid-total cap alone does not stop it). The second case goes to a human.
+    """
+    notes = t.credit_notes.c
+    open_note = (
+        await conn.execute(
+            select(notes.id, notes.case_id, notes.status)
+            .where(
+                notes.invoice_id == request.invoice_id,
+                notes.status.in_(["draft", "approved"]),
+                notes.case_id.is_distinct_from(request.case_id),
+            )
+            .order_by(notes.id)
+            .limit(1)
+        )
+    ).first()
+    if open_note is not None:
+        raise DraftRefused(
+            Rule.OPEN_NOTE_ON_INVOICE,
+            f"{open_note.id} on {request.invoice_id} is already {open_note.status} for case "
+            f"{open_note.case_id}; settle it first",
+        )
 
 
 async def _check_room_on_invoice(conn: AsyncConnection, invoice_id: str, amount: Decimal) -> None:

@@ -25,6 +25,7 @@ class Rule(StrEnum):
     INVOICE_EXISTS = "invoice_exists"
     PAID_TOTAL = "paid_total"
     IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
+    OPEN_NOTE_ON_INVOICE = "open_note_on_invoice"
     # deciding
     AGENT_CANNOT_APPROVE = "agent_cannot_approve"
     BOT_CANNOT_APPROVE = "bot_cannot_approve"

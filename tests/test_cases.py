@@ -223,6 +223,20 @@ async def test_recovery_leaves_alone_a_case_another_process_is_running(service: 
     assert (await service.show_case(case_id))["status"] == "awaiting_approval"
 
 
+async def test_a_second_case_on_the_same_overcharge_cannot_credit_it_twice(service: CaseService) -> None:
+    sc = scenario("duplicate_charge")
+    first = await service.open_case(sc["question"], requester="U0SUPPORT1", customer_id=sc["customer_id"])
+    second = await service.open_case(sc["question"], requester="U0SUPPORT2", customer_id=sc["customer_id"])
+    assert first["status"] == "awaiting_approval"
+    assert second["status"] == "escalated" and "open_note_on_invoice" in second["escalation_reason"]
+    assert second["findings"]["overcharge"] == sc["truth"]["overcharge"]  # verified, but not drafted again
+    assert await count(service, schema.credit_notes) == 1
+    await service.decide(first["credit_note"]["id"], approver=FINANCE[0], decision="approve")
+    third = await service.open_case(sc["question"], requester="U0SUPPORT1", customer_id=sc["customer_id"])
+    assert third["status"] == "explained"  # the issued credit note settled it: nothing is owed any more
+    assert await count(service, schema.credit_notes) == 1
+
+
 async def test_an_undecided_draft_expires_and_the_reply_promises_nothing(service: CaseService) -> None:
     sc = scenario("coupon_wrong_base")
     case = await service.open_case(sc["question"], requester="U0SUPPORT1", customer_id=sc["customer_id"])
