@@ -399,7 +399,7 @@ async def test_draft_records_what_an_approver_needs(ledger: AsyncEngine) -> None
 
 async def test_two_approvers_from_the_threshold_up(ledger: AsyncEngine) -> None:
     below = await draft(ledger, BIG, "299.99", case_id="a")
-    at = await draft(ledger, BIG, "300.00", case_id="b")
+    at = await draft(ledger, BIG, "300.00", case_id="a")  # the same case may propose another amount
     assert (await get_credit_note(ledger, below)).needed == 1
     assert (await get_credit_note(ledger, at)).needed == 2
 
@@ -407,13 +407,34 @@ async def test_two_approvers_from_the_threshold_up(ledger: AsyncEngine) -> None:
 async def test_drafting_is_capped_by_what_was_paid(ledger: AsyncEngine) -> None:
     """Credited (approved + issued) + this ≤ paid; drafts count once approved; failed payments never."""
     first = await draft(ledger, FULL, "100.00", case_id="a")
-    await draft(ledger, FULL, "174.90", case_id="b")  # two drafts may together exceed paid: approval decides
+    await draft(ledger, FULL, "174.90", case_id="a")  # two drafts may together exceed paid: approval decides
     await approve(ledger, first, ALICE)
     with pytest.raises(DraftRefused) as refused:
-        await draft(ledger, FULL, "74.91", case_id="c")
+        await draft(ledger, FULL, "74.91", case_id="a")
     assert refused.value.rule == Rule.PAID_TOTAL
     assert "174.90" in refused.value.message
-    assert await draft(ledger, FULL, "74.90", case_id="d")
+    assert await draft(ledger, FULL, "74.90", case_id="a")
+
+
+async def test_another_case_cannot_draft_while_a_note_on_the_invoice_is_undecided(
+    ledger: AsyncEngine,
+) -> None:
+    """Two complaints about one overcharge must not both credit it: the second case goes to a human."""
+    first = await draft(ledger, TWICE, "123.60", case_id="a", root_cause="duplicate_charge")
+    with pytest.raises(DraftRefused) as refused:
+        await draft(ledger, TWICE, "123.60", case_id="b", root_cause="duplicate_charge")
+    assert refused.value.rule == Rule.OPEN_NOTE_ON_INVOICE
+    assert first in refused.value.message
+    await approve(ledger, first, ALICE)  # approved is still open: not issued yet
+    with pytest.raises(DraftRefused):
+        await draft(ledger, TWICE, "123.60", case_id="b", root_cause="duplicate_charge")
+    assert await count(ledger, t.credit_notes) == 1
+    # Once a note is settled against (rejected), another case may ask again.
+    rejected = await draft(ledger, FULL, "174.90", case_id="c")
+    await decide(
+        ledger, rejected, approver=BOB, decision="reject", comment="x", requester=REQUESTER, settings=SETTINGS
+    )
+    assert await draft(ledger, FULL, "174.90", case_id="d") != rejected
 
 
 async def test_a_float_amount_is_a_type_error(ledger: AsyncEngine) -> None:
@@ -676,7 +697,7 @@ async def test_concurrent_approvals_by_distinct_people(
 async def test_issue_rechecks_the_paid_total(ledger: AsyncEngine) -> None:
     """Two drafts for the whole invoice, both approved: the second one to be issued is stopped."""
     first = await draft(ledger, FULL, "174.90", case_id="a")
-    second = await draft(ledger, FULL, "174.90", case_id="b")
+    second = await draft(ledger, FULL, "174.89", case_id="a")
     await approve(ledger, first, ALICE)
     await approve(ledger, second, BOB)
     await issue(ledger, first, SETTINGS)
