@@ -23,7 +23,7 @@ from agent.graph import build_graph
 from agent.state import CaseState
 from approvals import activity, decisions, expiry, queries
 from approvals.config import ApprovalSettings
-from approvals.models import CreditNoteView, DecisionOutcome
+from approvals.models import ApprovalRefused, CreditNoteView, DecisionOutcome, Rule
 from engine import schema
 from engine.db import create_engine
 
@@ -129,16 +129,21 @@ class CaseService:
         if note.case_id is None:
             raise CaseNotFound(f"{credit_note_id} was not drafted by a case")
         row = await self.case_row(note.case_id)
-        outcome = await decisions.decide(
-            self.engine,
-            credit_note_id,
-            approver=approver,
-            decision=decision,
-            comment=comment,
-            requester=row.requester,
-            settings=self.approval_settings,
-            approver_is_bot=approver_is_bot,
-        )
+        try:
+            outcome = await decisions.decide(
+                self.engine,
+                credit_note_id,
+                approver=approver,
+                decision=decision,
+                comment=comment,
+                requester=row.requester,
+                settings=self.approval_settings,
+                approver_is_bot=approver_is_bot,
+            )
+        except ApprovalRefused as refusal:
+            if refusal.rule == Rule.EXPIRED:  # the vote found the draft overdue and expired it
+                await self.resume(note.case_id, {"approver": "system", "decision": "expire", "comment": ""})
+            raise
         if outcome.changed:
             await self.resume(note.case_id, {"approver": approver, "decision": decision, "comment": comment})
         return outcome, await self.show_case(note.case_id)
@@ -166,11 +171,31 @@ class CaseService:
     async def expire_overdue(self, now: datetime | None = None) -> list[str]:
         """Mark overdue drafts expired and let their cases rewrite the customer reply."""
         expired = await expiry.expire_overdue(self.engine, now)
-        for credit_note_id in expired:
-            note = await queries.get_credit_note(self.engine, credit_note_id)
-            if note.case_id:
-                await self.resume(note.case_id, {"approver": "system", "decision": "expire", "comment": ""})
+        await self.settle_waiting_cases()
         return expired
+
+    async def settle_waiting_cases(self) -> list[str]:
+        """Resume every case still waiting whose credit note was decided or expired meanwhile (by a sweep,
+        by a vote that found it overdue, or by a process that stopped before resuming)."""
+        async with self.engine.connect() as conn:
+            waiting = list(
+                (
+                    await conn.execute(
+                        select(schema.cases.c.id).where(schema.cases.c.status == "awaiting_approval")
+                    )
+                ).scalars()
+            )
+        settled = []
+        for case_id in waiting:
+            note = await queries.credit_note_for_case(self.engine, case_id)
+            if note is None or note.status == "draft":
+                continue
+            try:
+                if await self.resume(case_id, {"approver": "system", "decision": note.status, "comment": ""}):
+                    settled.append(case_id)
+            except Exception:  # one broken case must not keep the others waiting
+                log.exception("could not resume case %s after its note became %s", case_id, note.status)
+        return settled
 
     async def prune_finished(self, older_than: timedelta = FINISHED_CHECKPOINT_RETENTION) -> list[str]:
         """Delete the graph checkpoints of cases finished longer ago than `older_than`.
@@ -200,24 +225,13 @@ class CaseService:
         recovered: list[str] = []
         async with self.engine.connect() as conn:
             rows = list(
-                await conn.execute(
-                    select(schema.cases).where(
-                        schema.cases.c.status.in_(["investigating", "awaiting_approval"])
-                    )
-                )
+                await conn.execute(select(schema.cases).where(schema.cases.c.status == "investigating"))
             )
         for row in rows:
             state = await self.state_of(row.id)
-            pending = tuple(state.next or ())
-            if row.status == "investigating":
-                if await self._finish_interrupted(row, state.values, pending):
-                    recovered.append(row.id)
-            elif WAITING_NODE in pending:
-                note = await queries.credit_note_for_case(self.engine, row.id)
-                decided = note is not None and note.status != "draft"
-                recover = {"approver": "system", "decision": "recover", "comment": ""}
-                if decided and await self.resume(row.id, recover):
-                    recovered.append(row.id)
+            if await self._finish_interrupted(row, state.values, tuple(state.next or ())):
+                recovered.append(row.id)
+        recovered += await self.settle_waiting_cases()
         return recovered
 
     async def _finish_interrupted(self, row: Any, values: dict[str, Any], pending: tuple[str, ...]) -> bool:

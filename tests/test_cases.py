@@ -266,6 +266,21 @@ async def test_finished_cases_lose_their_checkpoints_after_the_retention(service
     assert (await service.state_of(paused["case_id"])).next == ("await_approval",)  # waiting: untouched
 
 
+async def test_a_vote_that_finds_the_draft_overdue_expires_the_case_too(service: CaseService) -> None:
+    sc = scenario("proration_wrong_days")
+    case = await service.open_case(sc["question"], requester="U0SUPPORT1", customer_id=sc["customer_id"])
+    async with service.engine.begin() as conn:
+        await conn.execute(
+            schema.credit_notes.update().values(expires_at=datetime.now(UTC) - timedelta(minutes=1))
+        )
+    with pytest.raises(ApprovalRefused) as late:
+        await service.decide(case["credit_note"]["id"], approver=FINANCE[0], decision="approve")
+    assert late.value.rule == "expired"
+    after = await service.show_case(case["case_id"])
+    assert after["status"] == "expired"
+    assert sc["truth"]["overcharge"] not in after["reply"]["customer_message"]
+
+
 def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(BILLSLEUTH), *args], capture_output=True, text=True, env=env, timeout=120)
 
