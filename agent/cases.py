@@ -69,28 +69,30 @@ class CaseService:
         if not question:
             raise ValueError("the complaint is empty: say what the customer wrote")
         case_id = case_id or await self.new_case_id()
-        async with self.engine.begin() as conn:
-            await conn.execute(
-                insert(schema.cases).values(
-                    id=case_id,
-                    customer_id=customer_id,
-                    question=question,
-                    requester=requester,
-                    status="investigating",
-                    channel=channel,
-                    thread_ts=thread_ts,
-                )
-            )
-            await activity.record(
-                conn, "user", requester, "case.opened", "case", case_id, {"customer_id": customer_id}
-            )
         initial: CaseState = {
             "case_id": case_id,
             "customer_id": customer_id,
             "question": question,
             "requester": requester,
         }
-        async with self._case_lock(case_id):  # a restarting bot's recovery must not run it a second time
+        # The lock is taken before the row exists, so a restarting bot's recovery, which only try-locks
+        # cases it sees investigating, can never run this one a second time.
+        async with self._case_lock(case_id):
+            async with self.engine.begin() as conn:
+                await conn.execute(
+                    insert(schema.cases).values(
+                        id=case_id,
+                        customer_id=customer_id,
+                        question=question,
+                        requester=requester,
+                        status="investigating",
+                        channel=channel,
+                        thread_ts=thread_ts,
+                    )
+                )
+                await activity.record(
+                    conn, "user", requester, "case.opened", "case", case_id, {"customer_id": customer_id}
+                )
             await self.graph.ainvoke(
                 initial, self._config(case_id), context=self._context(on_progress), durability="sync"
             )
