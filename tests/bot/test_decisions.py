@@ -241,6 +241,23 @@ async def test_a_click_on_a_stale_card_changes_nothing_and_says_so(
     assert snapshot(card_of(slack, opened))["blocks"] == current["blocks"]
 
 
+async def test_a_reject_reason_typed_against_a_card_that_moved_on_changes_nothing(
+    slack: SlackRecorder, bot: RunningBot, client: SignedClient
+) -> None:
+    opened = await open_case(slack, client, bot, first_scenario(action="credit_note", single_approver=False))
+    seen = snapshot(card_of(slack, opened))
+    await click(client, bot, seen, BOB, REJECT_ACTION_ID)  # Bob opens the modal and starts typing
+    (modal,) = slack.views("modal")
+    await click(client, bot, seen, ALICE)  # meanwhile Alice approves: "Approvals: 1 of 2"
+    typed = {REJECT_REASON_BLOCK_ID: {REJECT_REASON_ACTION_ID: "the customer agreed to the price"}}
+    assert (await client.send(p.view_submission(modal.view, user=BOB, values=typed))).status == 200
+    await bot.settled()
+    (notice,) = ephemerals_to(slack, BOB)
+    assert "out of date" in notice.text
+    assert await votes(bot, opened) == 1
+    assert (await bot.runtime.service.show_case(opened.case_id))["status"] == "awaiting_approval"
+
+
 async def test_a_click_on_a_decided_note_changes_nothing_and_says_so(
     slack: SlackRecorder, bot: RunningBot, client: SignedClient
 ) -> None:

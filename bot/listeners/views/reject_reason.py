@@ -36,7 +36,16 @@ async def reject_reason_submitted(
 
 
 async def reject(runtime: BotRuntime, meta: RejectModalMetadata, user_id: str, reason: str) -> None:
-    report = await decide(runtime, meta.credit_note_id, user_id=user_id, decision="reject", comment=reason)
+    # The reason was typed against the card as it was when Reject was clicked: if the card moved on
+    # meanwhile (another vote), say so instead of deciding on what the person did not see.
+    report = await decide(
+        runtime,
+        meta.credit_note_id,
+        user_id=user_id,
+        decision="reject",
+        comment=reason,
+        seen_revision=meta.revision,
+    )
     if report.notice is not None:
         await tell(
             runtime, user_id, report.notice, channel=meta.channel or None, credit_note_id=meta.credit_note_id
