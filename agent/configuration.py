@@ -45,9 +45,10 @@ class Configuration:
     max_retries: int = 2
 
     @classmethod
-    def from_env(cls) -> Configuration:
+    def from_env(cls, investigator: str | None = None) -> Configuration:
+        """From the environment; `investigator` (a command-line flag) outranks BILLSLEUTH_INVESTIGATOR."""
         api_key = os.environ.get("OPENAI_API_KEY", "").strip() or None
-        chosen = os.environ.get("BILLSLEUTH_INVESTIGATOR", "").strip().lower()
+        chosen = (investigator or os.environ.get("BILLSLEUTH_INVESTIGATOR", "")).strip().lower()
         if not chosen:
             chosen = "llm" if api_key else "offline"
         if chosen not in ("offline", "llm"):

@@ -21,7 +21,7 @@ from sqlalchemy import select
 
 from agent import prompts
 from agent.configuration import CaseContext
-from agent.grounding import EvidenceBook
+from agent.grounding import EvidenceBook, ungrounded
 from agent.intake import parse_complaint
 from agent.investigators import InvestigationOutcome, auditor_view, investigate_offline
 from agent.state import CaseState
@@ -128,8 +128,12 @@ async def verify(state: CaseState, runtime: Runtime[CaseContext]) -> dict[str, A
         return {**update, **_escalate(verdict.reason or "the findings could not be verified")}
     target = verdict.target_invoice_id
     others = [i for i in findings["invoice_ids"] if i != target]
+    reasoning = findings["reasoning"]
+    if ungrounded(reasoning, evidence.items):  # the approver reads it: no figure the ledger did not give
+        reasoning = (state.get("auditor") or {}).get("reasoning") or ""
     # From here on the findings are what BillSleuth stands behind: the verified target invoice first.
-    return {**update, "verified": True, "findings": {**findings, "invoice_ids": [target, *others]}}
+    verified = {**findings, "invoice_ids": [target, *others], "reasoning": reasoning}
+    return {**update, "verified": True, "findings": verified}
 
 
 def after_check(state: CaseState) -> Literal["continue", "__end__"]:

@@ -14,10 +14,14 @@ from typing import Any
 
 from agent.state import EvidenceItem
 
-ID_PATTERN = re.compile(r"\b(?:INV|PAY|CN|SUB|EV|CASE|C)-[0-9A-Za-z-]+", re.IGNORECASE)
-EVIDENCE_REF = re.compile(r"\[E\d+\]")
-DATE_PATTERN = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
-NUMBER_PATTERN = re.compile(r"(?<![\w.])-?\d+(?:,\d{3})*(?:\.\d+)?(?![\w])")
+# ASCII word boundaries: in Unicode mode a CJK character counts as a word character, which would hide
+# "174.90" in "多收了174.90美元" from the check.
+ID_PATTERN = re.compile(r"\b(?:INV|PAY|CN|SUB|EV|CASE|C)-[0-9A-Za-z-]+", re.IGNORECASE | re.ASCII)
+EVIDENCE_REF = re.compile(r"\[E\d+\]", re.ASCII)
+DATE_PATTERN = re.compile(r"\b\d{4}-\d{2}-\d{2}\b", re.ASCII)
+# A number is a run of digits (with thousands commas and decimals) wherever it stands — "174.90USD",
+# "USD174.90", "174.90." — but never part of a longer number.
+NUMBER_PATTERN = re.compile(r"(?<![\d.])-?\d+(?:,\d{3})*(?:\.\d+)?(?!\d)(?!\.\d)", re.ASCII)
 
 
 class EvidenceBook:

@@ -8,10 +8,11 @@ from decimal import Decimal
 
 from agent.prompts import Language, language_of
 
-CUSTOMER_ID = re.compile(r"\bC-(\d{4,6})\b", re.IGNORECASE)
-AMOUNT = re.compile(r"(?<![\w.-])(\d{1,3}(?:,\d{3})+|\d+)\.(\d{2})(?![\d])")
+# ASCII boundaries so "客户C-0007说扣了174.90美元" (no spaces, as people write Chinese) still parses.
+CUSTOMER_ID = re.compile(r"\bC-(\d{4,6})\b", re.IGNORECASE | re.ASCII)
+AMOUNT = re.compile(r"(?<![\w.-])(\d{1,3}(?:,\d{3})+|\d+)\.(\d{2})(?![\d])", re.ASCII)
 CHINESE_MONTH = re.compile(r"(?<!\d)(1[0-2]|0?[1-9])\s*月")
-ISO_MONTH = re.compile(r"\b20\d{2}-(0[1-9]|1[0-2])\b")
+ISO_MONTH = re.compile(r"\b20\d{2}-(0[1-9]|1[0-2])\b", re.ASCII)
 MONTHS = {
     name: number
     for number, names in enumerate(

@@ -8,7 +8,6 @@ whatever the scores; bad input exits 2 with one line.
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 from pathlib import Path
@@ -72,13 +71,10 @@ def _repetitions(text: str) -> int:
 def _configuration(investigator: str | None) -> Any:
     from agent.configuration import Configuration, ConfigurationError
 
-    if investigator is not None:
-        if investigator not in INVESTIGATORS:
-            raise CommandError(f"unknown investigator {investigator!r}: use offline or llm")
-        # The flag outranks the environment; from_env still checks llm has its API key.
-        os.environ["BILLSLEUTH_INVESTIGATOR"] = investigator
+    if investigator is not None and investigator not in INVESTIGATORS:
+        raise CommandError(f"unknown investigator {investigator!r}: use offline or llm")
     try:
-        return Configuration.from_env()
+        return Configuration.from_env(investigator)  # the flag outranks the environment
     except ConfigurationError as error:
         raise CommandError(str(error)) from None
 
