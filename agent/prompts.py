@@ -149,10 +149,6 @@ def rejected_reply(language: Language, invoice_ids: list[str]) -> str:
     )
 
 
-def expired_reply(language: Language, invoice_ids: list[str]) -> str:
-    return rejected_reply(language, invoice_ids)
-
-
 def ask_for_customer(language: Language) -> str:
     if language == "zh":
         return "请告诉我这位客户的 ID(例如 C-0007),我才能查账。"

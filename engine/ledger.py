@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import select
@@ -159,7 +159,3 @@ async def load_ledger(conn: AsyncConnection, customer_id: str) -> CustomerLedger
 
 async def customer_ids(conn: AsyncConnection) -> list[str]:
     return list((await conn.execute(select(t.customers.c.id).order_by(t.customers.c.id))).scalars())
-
-
-def invoices_by_id(invoices: Iterable[Invoice]) -> dict[str, Invoice]:
-    return {inv.id: inv for inv in invoices}
