@@ -46,9 +46,9 @@ from engine.model import Customer, Event, Subscription  # noqa: E402
 from engine.money import fmt  # noqa: E402
 from engine.pricebook import COUNTRY_TZ, COUPONS, PLANS, TAX_RATES  # noqa: E402
 from scenarios.faults import INJECTORS, ScenarioLedger, Truth  # noqa: E402
+from scenarios.generator import AS_OF, billing_periods  # noqa: E402
 from scenarios.store import ledger_rows, write_price_book  # noqa: E402
 
-AS_OF = date(2026, 10, 15)
 COUNTRIES = ["CN", "SG", "DE", "US"]
 MONTHLY = ["starter-m", "team-m", "business-m"]
 DOWNGRADE = {"team-m": "starter-m", "business-m": "team-m", "business-y": "team-y"}
@@ -67,15 +67,6 @@ COUNTRIES_FOR = {
 
 
 # ---------- the ledger ----------
-
-
-def periods(start: date, anchor: int, months: int) -> list[tuple[date, date]]:
-    out, period_start = [], start
-    while period_start <= AS_OF:
-        period_end = add_months(period_start, months, anchor)
-        out.append((period_start, period_end))
-        period_start = period_end
-    return out
 
 
 def moment(rng: random.Random, period: tuple[date, date], country: str, hour: int | None = None) -> datetime:
@@ -106,7 +97,7 @@ class History:
             if self.start > AS_OF:
                 self.start = add_months(self.start, -1, self.anchor)
         self.seats = rng.randint(2, 20)
-        self.periods = periods(self.start, self.anchor, 12 if yearly else 1)
+        self.periods = billing_periods(self.start, self.anchor, 12 if yearly else 1)
         created = datetime(
             self.start.year, self.start.month, self.start.day, 10, 0, tzinfo=ZoneInfo(COUNTRY_TZ[country])
         )
