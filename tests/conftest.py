@@ -18,6 +18,16 @@ MIGRATED_TEMPLATE = f"bs_migrated_{os.getpid()}"
 SEEDED_TEMPLATE = f"bs_seeded_{os.getpid()}"
 
 
+def fresh_database(
+    server_url: str, template: str, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    """Clone `template` for one test, point DATABASE_URL at it, and drop it afterwards."""
+    url = clone_database(server_url, template, prefix=prefix)
+    monkeypatch.setenv("DATABASE_URL", url)
+    yield url
+    drop_database(server_url, database_name(url))
+
+
 @pytest.fixture(scope="session")
 def pg_server_url() -> Iterator[str]:
     """The libpq URL of the session's Postgres server (its `postgres` database)."""
@@ -46,19 +56,13 @@ def migrated_template(pg_server_url: str) -> Iterator[str]:
 @pytest.fixture
 def db_url(pg_server_url: str, migrated_template: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A fresh, migrated, empty database for this test; DATABASE_URL points at it."""
-    url = clone_database(pg_server_url, migrated_template)
-    monkeypatch.setenv("DATABASE_URL", url)
-    yield url
-    drop_database(pg_server_url, database_name(url))
+    yield from fresh_database(pg_server_url, migrated_template, "t", monkeypatch)
 
 
 @pytest.fixture
 def empty_db_url(pg_server_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A fresh database with no schema at all (for migration tests)."""
-    url = clone_database(pg_server_url, "template0", prefix="e")
-    monkeypatch.setenv("DATABASE_URL", url)
-    yield url
-    drop_database(pg_server_url, database_name(url))
+    yield from fresh_database(pg_server_url, "template0", "e", monkeypatch)
 
 
 @pytest.fixture
@@ -87,10 +91,7 @@ async def seeded_template(
 @pytest.fixture
 def seeded_db_url(pg_server_url: str, seeded_template: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A fresh copy of the seeded default dataset for this test; DATABASE_URL points at it."""
-    url = clone_database(pg_server_url, seeded_template, prefix="s")
-    monkeypatch.setenv("DATABASE_URL", url)
-    yield url
-    drop_database(pg_server_url, database_name(url))
+    yield from fresh_database(pg_server_url, seeded_template, "s", monkeypatch)
 
 
 @pytest.fixture
