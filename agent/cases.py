@@ -15,7 +15,7 @@ from typing import Any
 
 from langgraph.types import Command
 from sqlalchemy import func, insert, select, text, update
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from agent.checkpoint import open_checkpointer
 from agent.configuration import CaseContext, Configuration
@@ -93,19 +93,16 @@ class CaseService:
                 await activity.record(
                     conn, "user", requester, "case.opened", "case", case_id, {"customer_id": customer_id}
                 )
-            await self.graph.ainvoke(
+            values = await self.graph.ainvoke(
                 initial, self._config(case_id), context=self._context(on_progress), durability="sync"
             )
-        return await self.sync_case(case_id)
+            return await self.sync_case(case_id, values)  # under the lock: no resume can be newer
 
     # ---- reading ----
 
     async def case_row(self, case_id: str) -> Any:
         async with self.engine.connect() as conn:
-            row = (await conn.execute(select(schema.cases).where(schema.cases.c.id == case_id))).first()
-        if row is None:
-            raise CaseNotFound(f"no case {case_id!r}")
-        return row
+            return await case_row_in(conn, case_id)
 
     async def show_case(self, case_id: str) -> dict[str, Any]:
         row = await self.case_row(case_id)
@@ -161,13 +158,13 @@ class CaseService:
             if WAITING_NODE not in (state.next or ()):
                 log.info("case %s is not waiting for approval; not resuming", case_id)
                 return False
-            await self.graph.ainvoke(
+            values = await self.graph.ainvoke(
                 Command(resume=decision),
                 self._config(case_id),
                 context=self._context(None),
                 durability="sync",
             )
-        await self.sync_case(case_id)
+            await self.sync_case(case_id, values)
         return True
 
     async def expire_overdue(self, now: datetime | None = None) -> list[str]:
@@ -260,26 +257,32 @@ class CaseService:
 
     # ---- internals ----
 
-    async def sync_case(self, case_id: str) -> dict[str, Any]:
-        """Copy the graph's outcome into the cases row (the quick-read summary) and return the case JSON."""
-        values = (await self.state_of(case_id)).values
+    async def sync_case(self, case_id: str, values: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Copy the graph's outcome into the cases row (the quick-read summary) and return the case JSON.
+
+        `values`: the state a graph run under this case's lock just returned; else the last checkpoint's."""
+        if values is None:
+            values = (await self.state_of(case_id)).values
         status = values.get("status") or "investigating"
         async with self.engine.begin() as conn:
             before = (
                 await conn.execute(select(schema.cases.c.status).where(schema.cases.c.id == case_id))
             ).scalar_one()
-            await conn.execute(
-                update(schema.cases)
-                .where(schema.cases.c.id == case_id)
-                .values(
-                    customer_id=values.get("customer_id"),
-                    status=status,
-                    findings=values.get("findings") if values.get("verified") else None,
-                    reply=values.get("reply"),
-                    escalation_reason=values.get("escalation_reason"),
-                    updated_at=func.now(),
+            row = (
+                await conn.execute(
+                    update(schema.cases)
+                    .where(schema.cases.c.id == case_id)
+                    .values(
+                        customer_id=values.get("customer_id"),
+                        status=status,
+                        findings=values.get("findings") if values.get("verified") else None,
+                        reply=values.get("reply"),
+                        escalation_reason=values.get("escalation_reason"),
+                        updated_at=func.now(),
+                    )
+                    .returning(*schema.cases.c)
                 )
-            )
+            ).one()
             if before != status:
                 await activity.record(
                     conn,
@@ -290,7 +293,8 @@ class CaseService:
                     case_id,
                     {"from": before, "reason": values.get("escalation_reason")},
                 )
-        return await self.show_case(case_id)
+            notes = await queries.credit_notes_for_case_in(conn, case_id)
+        return case_json(row, notes[-1] if notes else None)
 
     def _config(self, case_id: str) -> dict[str, Any]:
         return {"configurable": {"thread_id": case_id}, "recursion_limit": 50}
@@ -317,6 +321,14 @@ class CaseService:
                 if taken:
                     await conn.execute(text("SELECT pg_advisory_unlock(hashtext(:key))"), key)
                 await conn.commit()
+
+
+async def case_row_in(conn: AsyncConnection, case_id: str) -> Any:
+    """The case's row, read on the caller's connection. Unknown id → CaseNotFound."""
+    row = (await conn.execute(select(schema.cases).where(schema.cases.c.id == case_id))).first()
+    if row is None:
+        raise CaseNotFound(f"no case {case_id!r}")
+    return row
 
 
 def case_json(row: Any, note: CreditNoteView | None) -> dict[str, Any]:

@@ -91,16 +91,16 @@ async def investigate(state: CaseState, runtime: Runtime[CaseContext]) -> dict[s
     month = state.get("month")
     amount = Decimal(state["amount"]) if state.get("amount") else None
     actor = f"agent:{configuration.investigator}"
-    tools = _tools(state, context, actor)
-    if configuration.investigator == "llm":
-        from agent.llm import investigate_with_model  # the openai SDK only when a model is configured
+    async with _tools(state, context, actor) as tools:  # the calls' audit rows are written together
+        if configuration.investigator == "llm":
+            from agent.llm import investigate_with_model  # the openai SDK only when a model is configured
 
-        outcome: InvestigationOutcome = await investigate_with_model(
-            tools, evidence, configuration, state["question"], month, state.get("amount")
-        )
-        auditor = await auditor_view(_tools(state, context, "system:auditor"), month, amount)
-    else:
-        outcome, auditor = await investigate_offline(tools, evidence, month, amount)
+            outcome: InvestigationOutcome = await investigate_with_model(
+                tools, evidence, configuration, state["question"], month, state.get("amount")
+            )
+            auditor = await auditor_view(_tools(state, context, "system:auditor"), month, amount)
+        else:
+            outcome, auditor = await investigate_offline(tools, evidence, month, amount)
     update: dict[str, Any] = {
         "investigator": configuration.investigator,
         "findings": outcome.findings,
@@ -120,9 +120,8 @@ async def verify(state: CaseState, runtime: Runtime[CaseContext]) -> dict[str, A
     evidence = EvidenceBook(state.get("evidence", []))
     findings = state.get("findings")
     assert findings is not None
-    verdict = await verify_findings(
-        _tools(state, context, "system:verify"), findings, state.get("auditor") or {}, evidence
-    )
+    async with _tools(state, context, "system:verify") as tools:
+        verdict = await verify_findings(tools, findings, state.get("auditor") or {}, evidence)
     update: dict[str, Any] = {"evidence": evidence.items, "target_invoice_id": verdict.target_invoice_id}
     if not verdict.ok:
         return {**update, **_escalate(verdict.reason or "the findings could not be verified")}

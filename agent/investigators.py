@@ -12,8 +12,7 @@ from typing import Any
 from agent.auditor import investigate as audit_investigate
 from agent.grounding import EvidenceBook
 from agent.state import Findings
-from agent.tools import ToolContext, call_tool, ledger_as_of
-from engine.ledger import load_ledger, load_price_book
+from agent.tools import ToolContext, call_tool, ledger_and_book, ledger_as_of
 from engine.money import fmt
 
 OVERVIEW_TOOLS = ("get_customer", "list_invoices", "list_payments", "list_subscription_events")
@@ -28,9 +27,7 @@ class InvestigationOutcome:
 
 async def auditor_view(ctx: ToolContext, month: int | None, amount: Decimal | None) -> dict[str, Any]:
     """The deterministic auditor's conclusion for this case (code reading the ledger, not a model)."""
-    async with ctx.engine.connect() as conn:
-        ledger = ctx.cached_ledger or await load_ledger(conn, ctx.customer_id)
-        book = ctx.cached_book or await load_price_book(conn)
+    ledger, book = await ledger_and_book(ctx)
     result = audit_investigate(ledger, book, ledger_as_of(ledger), month, amount)
     return {
         "root_cause": result.root_cause,

@@ -207,6 +207,7 @@ class _Session:
                 self.messages.append({"role": "user", "content": REMINDER})
                 continue
             outcome = await self._answer(calls)
+            await self.tools.record_calls()  # a model turn is slow: its trail lands before the next one
             if outcome is not None:
                 return outcome
         return _escalation(f"the model did not submit findings within {self.configuration.max_steps} steps")

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import date
 from decimal import Decimal
@@ -16,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy import insert
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from engine import schema
 from engine.billing import local_date
@@ -45,6 +46,14 @@ class LedgerCache:
 
 @dataclass
 class ToolContext:
+    """Who is calling the tools, for which case and customer, and what the calls have read so far.
+
+    Used bare, each call's audit row is written at once. Inside `async with tools:` the rows of the
+    block's calls are written together when it ends (one INSERT instead of one round trip per call),
+    also when the block fails. With `connection`, the ledger is read on the caller's connection instead
+    of a pooled one; audit rows are always committed on their own, so no caller's rollback can erase them.
+    """
+
     engine: AsyncEngine
     case_id: str
     customer_id: str
@@ -53,14 +62,41 @@ class ToolContext:
     calls: list[dict[str, Any]] = field(default_factory=list)  # this run's trail, in order
     # One case run reads one ledger: load it once, not once per tool call (shared across the run's nodes).
     cache: LedgerCache = field(default_factory=lambda: LedgerCache(), repr=False)
+    connection: AsyncConnection | None = field(default=None, repr=False)
+    _unrecorded: list[dict[str, Any]] = field(default_factory=list, init=False, repr=False)
+    _batching: int = field(default=0, init=False, repr=False)
+
+    async def __aenter__(self) -> ToolContext:
+        self._batching += 1
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        self._batching -= 1
+        if not self._batching:
+            await self.record_calls()
+
+    async def record_calls(self) -> None:
+        """Write the audit rows of the calls made since the last write (a no-op when there are none)."""
+        rows, self._unrecorded = self._unrecorded, []
+        if not rows:
+            return
+        # Autocommit: the rows are one statement, so one round trip instead of BEGIN / INSERT / COMMIT.
+        async with self.engine.connect() as pooled:
+            conn = await pooled.execution_options(isolation_level="AUTOCOMMIT")
+            await conn.execute(insert(schema.audit_log), rows)
+
+    @asynccontextmanager
+    async def reading(self) -> AsyncIterator[AsyncConnection]:
+        """The caller's connection when one was given, else a pooled one for the block."""
+        if self.connection is not None:
+            yield self.connection
+        else:
+            async with self.engine.connect() as conn:
+                yield conn
 
     @property
     def cached_ledger(self) -> CustomerLedger | None:
         return self.cache.ledger
-
-    @property
-    def cached_book(self) -> PriceBook | None:
-        return self.cache.book
 
 
 @dataclass(frozen=True)
@@ -190,19 +226,36 @@ def ledger_as_of(ledger: CustomerLedger) -> date:
 
 async def _ledger(ctx: ToolContext) -> CustomerLedger:
     if ctx.cache.ledger is None:
-        async with ctx.engine.connect() as conn:
-            try:
-                ctx.cache.ledger = await load_ledger(conn, ctx.customer_id)
-            except UnknownCustomer as error:
-                raise ToolError(str(error)) from None
+        async with ctx.reading() as conn:
+            await _load_into_cache(ctx, conn, book=False)
+    assert ctx.cache.ledger is not None
     return ctx.cache.ledger
 
 
 async def _price_book(ctx: ToolContext) -> PriceBook:
     if ctx.cache.book is None:
-        async with ctx.engine.connect() as conn:
+        async with ctx.reading() as conn:
             ctx.cache.book = await load_price_book(conn)
     return ctx.cache.book
+
+
+async def ledger_and_book(ctx: ToolContext) -> tuple[CustomerLedger, PriceBook]:
+    """The customer's ledger and the price book, read once per case run (one connection for both)."""
+    if ctx.cache.ledger is None or ctx.cache.book is None:
+        async with ctx.reading() as conn:
+            await _load_into_cache(ctx, conn, book=True)
+    assert ctx.cache.ledger is not None and ctx.cache.book is not None
+    return ctx.cache.ledger, ctx.cache.book
+
+
+async def _load_into_cache(ctx: ToolContext, conn: AsyncConnection, *, book: bool) -> None:
+    if ctx.cache.ledger is None:
+        try:
+            ctx.cache.ledger = await load_ledger(conn, ctx.customer_id)
+        except UnknownCustomer as error:
+            raise ToolError(str(error)) from None
+    if book and ctx.cache.book is None:
+        ctx.cache.book = await load_price_book(conn)
 
 
 def _own_invoice(ledger: CustomerLedger, invoice_id: str) -> Invoice:
@@ -306,10 +359,9 @@ async def get_price_book(ctx: ToolContext, _: NoArgs) -> dict[str, Any]:
 
 
 async def recompute(ctx: ToolContext, invoice_id: str) -> InvoiceCheck:
-    ledger = await _ledger(ctx)
+    ledger, book = await ledger_and_book(ctx)
     _own_invoice(ledger, invoice_id)
     if ctx.cache.checks is None:  # the whole history is re-billed in one pass; each invoice is a lookup
-        book = await _price_book(ctx)
         ctx.cache.checks = {c.invoice_id: c for c in check_ledger(ledger, book, ledger_as_of(ledger))}
     check = ctx.cache.checks.get(invoice_id)
     if check is None:
@@ -372,19 +424,18 @@ def _digest(data: Any) -> str:
 
 
 async def _audit(ctx: ToolContext, result: ToolResult) -> None:
-    # One statement, so autocommit: a single round trip instead of BEGIN / INSERT / COMMIT.
-    async with ctx.engine.connect() as connection:
-        conn = await connection.execution_options(isolation_level="AUTOCOMMIT")
-        await conn.execute(
-            insert(schema.audit_log).values(
-                case_id=ctx.case_id,
-                actor=ctx.actor,
-                tool=result.tool,
-                args=result.args,
-                ok=result.ok,
-                result_digest=_digest(result.data if result.ok else {"error": result.error}),
-            )
-        )
+    ctx._unrecorded.append(
+        {
+            "case_id": ctx.case_id,
+            "actor": ctx.actor,
+            "tool": result.tool,
+            "args": result.args,
+            "ok": result.ok,
+            "result_digest": _digest(result.data if result.ok else {"error": result.error}),
+        }
+    )
+    if not ctx._batching:
+        await ctx.record_calls()
 
 
 def _parse_args(raw: dict[str, Any] | str | None) -> dict[str, Any]:

@@ -116,14 +116,18 @@ async def list_pending(engine: AsyncEngine) -> list[CreditNoteView]:
 async def credit_notes_for_case(engine: AsyncEngine, case_id: str) -> list[CreditNoteView]:
     """Every note drafted for the case, oldest first (a changed amount drafts a second one)."""
     async with engine.connect() as conn:
-        notes = (
-            await conn.execute(
-                select(t.credit_notes)
-                .where(t.credit_notes.c.case_id == case_id)
-                .order_by(t.credit_notes.c.created_at, t.credit_notes.c.id)
-            )
-        ).all()
-        return await _views(conn, notes)
+        return await credit_notes_for_case_in(conn, case_id)
+
+
+async def credit_notes_for_case_in(conn: AsyncConnection, case_id: str) -> list[CreditNoteView]:
+    notes = (
+        await conn.execute(
+            select(t.credit_notes)
+            .where(t.credit_notes.c.case_id == case_id)
+            .order_by(t.credit_notes.c.created_at, t.credit_notes.c.id)
+        )
+    ).all()
+    return await _views(conn, notes)
 
 
 async def credit_note_for_case(engine: AsyncEngine, case_id: str) -> CreditNoteView | None:

@@ -104,7 +104,9 @@ async def bench(url: str, mentions: int) -> None:
             base = f"http://127.0.0.1:{port}"
             await wait_until_serving(base, process)
             async with SignedClient(base + "/slack/events", SECRET) as client:
-                results, wall, click_acks, updates = await drive(slack, client, scenarios)
+                results, wall, click_acks, updates, burst_cpu = await drive(
+                    slack, client, scenarios, process.pid
+                )
         finally:
             process.send_signal(signal.SIGTERM)
             await asyncio.to_thread(process.wait, 30)  # the recorder must keep answering meanwhile
@@ -117,13 +119,20 @@ async def bench(url: str, mentions: int) -> None:
     acks = [r[0] for r in results]
     cards = [r[1] for r in results]
     print(f"{mentions} concurrent mentions (offline investigator), all cards posted in {wall:.2f} s")
+    print(f"bot CPU during the burst: {burst_cpu:.2f} s ({burst_cpu / mentions * 1000:.0f} ms per mention)")
     print(summary("ack (mention)", acks))
     print(summary("mention → evidence card", cards))
     print(summary("ack (Approve click)", click_acks))
     print(summary("click → card updated", updates))
 
 
-async def drive(slack: SlackRecorder, client: SignedClient, scenarios: list) -> tuple:  # type: ignore[type-arg]
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU a process has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def drive(slack: SlackRecorder, client: SignedClient, scenarios: list, bot_pid: int) -> tuple:  # type: ignore[type-arg]
     bot_user = slack.workspace.bot_user_id
 
     def card(thread: str):  # type: ignore[no-untyped-def]
@@ -146,9 +155,11 @@ async def drive(slack: SlackRecorder, client: SignedClient, scenarios: list) -> 
     assert warm.status == 200, warm
     await asyncio.sleep(1.0)
 
+    cpu_before = cpu_seconds(bot_pid)
     started = time.perf_counter()
     results = await asyncio.gather(*(one_mention(sc) for sc in scenarios))
     wall = time.perf_counter() - started
+    burst_cpu = cpu_seconds(bot_pid) - cpu_before
 
     click_acks: list[float] = []
     updates: list[float] = []
@@ -160,7 +171,7 @@ async def drive(slack: SlackRecorder, client: SignedClient, scenarios: list) -> 
         click_acks.append(delivery.elapsed)
         await slack.wait_until(lambda t=thread: not buttons(slack.replies(CHANNEL, t)[0]), timeout=60)
         updates.append(time.perf_counter() - sent)
-    return results, wall, click_acks, updates
+    return results, wall, click_acks, updates, burst_cpu
 
 
 def main() -> None:

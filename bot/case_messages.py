@@ -13,7 +13,9 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agent.cases import CaseNotFound
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from agent.cases import CaseNotFound, case_row_in
 from approvals import queries
 from bot.cards import customer_reply_message
 from bot.cards.models import Message, ProgressStep
@@ -25,10 +27,13 @@ log = logging.getLogger(__name__)
 SETTLED = ("issued", "rejected", "expired")
 
 
-async def put_case_message(runtime: BotRuntime, case_id: str, message: Message) -> str | None:
+async def put_case_message(
+    runtime: BotRuntime, case_id: str, message: Message, conn: AsyncConnection | None = None
+) -> str | None:
     """Draw `message` in the case's own message (chat.update), or post it in the case's thread when it
-    has none yet (a case recovered before its message was recorded). Returns the message ts."""
-    row = await runtime.service.case_row(case_id)
+    has none yet (a case recovered before its message was recorded). Returns the message ts.
+    `conn`: read the case on the caller's connection (the card's lock) instead of a pooled one."""
+    row = await (case_row_in(conn, case_id) if conn is not None else runtime.service.case_row(case_id))
     if not row.channel:
         return None  # opened outside Slack (the CLI): no card to draw
     if row.message_ts:
@@ -44,12 +49,12 @@ async def put_case_message(runtime: BotRuntime, case_id: str, message: Message) 
 
 async def refresh_card(runtime: BotRuntime, credit_note_id: str) -> bool:
     """Redraw the note's evidence card from the database as it stands now; False when it has no card."""
-    note = await queries.get_credit_note(runtime.engine, credit_note_id)
-    if note.case_id is None:
-        return False
-    async with runtime.locked(f"billsleuth:card:{credit_note_id}"):
-        message = await credit_note_card_message(runtime.service, credit_note_id)
-        return await put_case_message(runtime, note.case_id, message) is not None
+    async with runtime.locked(f"billsleuth:card:{credit_note_id}") as conn:
+        note = await queries.note_row_in(conn, credit_note_id)
+        if note.case_id is None:
+            return False
+        message = await credit_note_card_message(runtime.service, credit_note_id, conn)
+        return await put_case_message(runtime, note.case_id, message, conn) is not None
 
 
 async def show_case_result(

@@ -7,6 +7,7 @@ first, so a retried event, or one delivered to two bot processes, opens one case
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -84,13 +85,14 @@ async def investigate(
         requested_by=request.requester,
         interval=runtime.progress_interval,
     )
-    recorded = False
+    recording: asyncio.Task[None] | None = None
 
     def on_progress(event: dict[str, Any]) -> None:
-        nonlocal recorded
-        if not recorded:  # the first event comes after the case row exists: say where its card is
-            recorded = True
-            runtime.start(runtime.record_message(case_id, request.channel, ts), name=f"record {case_id}")
+        nonlocal recording
+        if recording is None:  # the first event comes after the case row exists: say where its card is
+            recording = runtime.start(
+                runtime.record_message(case_id, request.channel, ts), name=f"record {case_id}"
+            )
         live.on_progress(event)
 
     try:
@@ -112,9 +114,18 @@ async def investigate(
         await client.chat_update(channel=request.channel, ts=ts, **failed.as_kwargs())
         return None
     revision = await live.finish()
-    await runtime.record_message(case_id, request.channel, ts)
+    if not await _landed(recording):  # the card's location must be on record before the card shows
+        await runtime.record_message(case_id, request.channel, ts)
     await show_case_result(runtime, case, steps=live.steps, revision=revision)
     return case
+
+
+async def _landed(task: asyncio.Task[None] | None) -> bool:
+    """Whether background work finished without error (waiting for it if it is still running)."""
+    if task is None:
+        return False
+    await asyncio.wait([task])
+    return not task.cancelled() and task.exception() is None
 
 
 def _first_view(case_id: str, request: CaseRequest) -> ProgressView:

@@ -7,16 +7,15 @@ agent's tool calls from audit_log — never a copy of what the agent said about 
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from agent.cases import CaseService
+from agent.cases import CaseService, case_row_in
 from agent.tools import ToolContext, ToolError, call_tool, recompute
 from approvals import queries
 from approvals.models import CreditNoteView as Note
@@ -117,23 +116,29 @@ async def customer_exists(engine: AsyncEngine, customer_id: str) -> bool:
 
 
 async def customer_of_invoice(engine: AsyncEngine, invoice_id: str) -> CustomerView:
-    inv, cust = schema.invoices.c, schema.customers.c
     async with engine.connect() as conn:
-        row = (
-            await conn.execute(
-                select(cust.id, cust.name, cust.currency)
-                .join_from(schema.invoices, schema.customers, inv.customer_id == cust.id)
-                .where(inv.id == invoice_id)
-            )
-        ).first()
+        return await _customer_of_invoice_in(conn, invoice_id)
+
+
+async def _customer_of_invoice_in(conn: AsyncConnection, invoice_id: str) -> CustomerView:
+    inv, cust = schema.invoices.c, schema.customers.c
+    row = (
+        await conn.execute(
+            select(cust.id, cust.name, cust.currency)
+            .join_from(schema.invoices, schema.customers, inv.customer_id == cust.id)
+            .where(inv.id == invoice_id)
+        )
+    ).first()
     if row is None:
         raise CardUnavailable(f"no invoice {invoice_id!r} in the ledger")
     return CustomerView(row.id, row.name, row.currency)
 
 
-async def fresh_recomputation(engine: AsyncEngine, case_id: str, customer_id: str, invoice_id: str) -> Any:
-    """The system's own recomputation of the invoice, now, audited as `system:card`."""
-    tools = ToolContext(engine, case_id, customer_id, CARD_ACTOR)
+async def fresh_recomputation(
+    engine: AsyncEngine, conn: AsyncConnection, case_id: str, customer_id: str, invoice_id: str
+) -> Any:
+    """The system's own recomputation of the invoice, now (read on `conn`), audited as `system:card`."""
+    tools = ToolContext(engine, case_id, customer_id, CARD_ACTOR, connection=conn)
     audited = await call_tool(tools, "recompute_invoice", {"invoice_id": invoice_id})
     if not audited.ok:
         raise CardUnavailable(f"cannot recompute {invoice_id}: {audited.error}")
@@ -145,36 +150,38 @@ async def fresh_recomputation(engine: AsyncEngine, case_id: str, customer_id: st
     return RecomputationView.from_check(check, ledger.payments if ledger else ())
 
 
-async def agent_trail(engine: AsyncEngine, case_id: str) -> list[ToolCallView]:
+async def _agent_trail_in(conn: AsyncConnection, case_id: str) -> list[ToolCallView]:
     """The agent's own tool calls for the case, in order (the system's checks are not the agent's)."""
     log = schema.audit_log.c
-    async with engine.connect() as conn:
-        rows = await conn.execute(
-            select(log.tool, log.args, log.ok)
-            .where(log.case_id == case_id, log.actor.startswith(AGENT_ACTOR_PREFIX))
-            .order_by(log.id)
-        )
-        return [ToolCallView(r.tool, args_summary(r.args), bool(r.ok)) for r in rows]
+    rows = await conn.execute(
+        select(log.tool, log.args, log.ok)
+        .where(log.case_id == case_id, log.actor.startswith(AGENT_ACTOR_PREFIX))
+        .order_by(log.id)
+    )
+    return [ToolCallView(r.tool, args_summary(r.args), bool(r.ok)) for r in rows]
 
 
 # ---- the evidence card ------------------------------------------------------------------------------------
 
 
-async def _nothing(value: Any = None) -> Any:
-    return value
+async def credit_note_card_view(
+    service: CaseService, credit_note_id: str, conn: AsyncConnection | None = None
+) -> CreditNoteCardView:
+    """Everything the card shows, read now. All reads share one connection — the caller's (say, the one
+    holding the card's lock) or one from the pool: under load a card costs one checkout, not six."""
+    if conn is None:
+        async with service.engine.connect() as own:
+            return await _card_view(service.engine, own, credit_note_id)
+    return await _card_view(service.engine, conn, credit_note_id)
 
 
-async def credit_note_card_view(service: CaseService, credit_note_id: str) -> CreditNoteCardView:
-    engine = service.engine
-    note = await queries.get_credit_note(engine, credit_note_id)
+async def _card_view(engine: AsyncEngine, conn: AsyncConnection, credit_note_id: str) -> CreditNoteCardView:
+    note_row = await queries.note_row_in(conn, credit_note_id)
+    votes = await queries.votes_in(conn, credit_note_id)
+    note = queries.to_view(note_row, votes)
     case_id = note.case_id or ""
-    # Independent reads on separate pooled connections: the card waits for the slowest, not their sum.
-    votes, customer, row, trail = await asyncio.gather(
-        queries.approvals_of(engine, credit_note_id),
-        customer_of_invoice(engine, note.invoice_id),
-        service.case_row(case_id) if note.case_id else _nothing(),
-        agent_trail(engine, case_id) if case_id else _nothing([]),
-    )
+    customer = await _customer_of_invoice_in(conn, note.invoice_id)
+    row = await case_row_in(conn, case_id) if case_id else None
     findings = (row.findings if row is not None else None) or {}
     conclusion = ConclusionView(
         root_cause=str(findings.get("root_cause") or note.root_cause),
@@ -187,16 +194,18 @@ async def credit_note_card_view(service: CaseService, credit_note_id: str) -> Cr
         complaint=row.question if row is not None else "",
         requested_by=row.requester if row is not None else "unknown",
         conclusion=conclusion,
-        recompute=await fresh_recomputation(engine, case_id, customer.id, note.invoice_id),
-        tool_trail=trail,
+        recompute=await fresh_recomputation(engine, conn, case_id, customer.id, note.invoice_id),
+        tool_trail=await _agent_trail_in(conn, case_id) if case_id else [],
         credit_note=note_model(note),
         decisions=decision_views(votes),
         revision=card_revision(note),
     )
 
 
-async def credit_note_card_message(service: CaseService, credit_note_id: str) -> Message:
-    return credit_note_card(await credit_note_card_view(service, credit_note_id))
+async def credit_note_card_message(
+    service: CaseService, credit_note_id: str, conn: AsyncConnection | None = None
+) -> Message:
+    return credit_note_card(await credit_note_card_view(service, credit_note_id, conn))
 
 
 # ---- the case's message in its thread ---------------------------------------------------------------------

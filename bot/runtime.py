@@ -30,6 +30,7 @@ from slack_bolt.context.async_context import AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agent.cases import CaseService, case_service
 from agent.configuration import Configuration
@@ -110,9 +111,9 @@ class BotRuntime:
     def is_approver(self, user_id: str) -> bool:
         return user_id in self.approval_settings.approvers
 
-    def start(self, work: Awaitable[Any], *, name: str) -> None:
+    def start(self, work: Awaitable[Any], *, name: str) -> asyncio.Task[Any]:
         """Run slow work off the ack path; held, logged on failure, drained at shutdown."""
-        self.background.start(work, name=name)  # type: ignore[arg-type]
+        return self.background.start(work, name=name)  # type: ignore[arg-type]
 
     # ---- exactly once, across processes ----
 
@@ -145,14 +146,15 @@ class BotRuntime:
             )
 
     @asynccontextmanager
-    async def locked(self, key: str) -> AsyncIterator[None]:
-        """A Postgres advisory lock held for the block (transaction-scoped: it cannot leak).
+    async def locked(self, key: str) -> AsyncIterator[AsyncConnection]:
+        """A Postgres advisory lock held for the block (transaction-scoped: it cannot leak). Yields the
+        lock's connection: reads done on it cost no second checkout.
 
         Waiters in this process queue on a local lock first, so twenty clicks on one card hold one pooled
-        connection between them, not twenty (the holder needs connections of its own to draw the card)."""
+        connection between them, not twenty."""
         async with self._local_locks[hash(key) % len(self._local_locks)], self.engine.begin() as conn:
             await conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": key})
-            yield
+            yield conn
 
     @asynccontextmanager
     async def leading(self, key: str) -> AsyncIterator[bool]:
