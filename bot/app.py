@@ -26,10 +26,12 @@ import contextlib
 import logging
 import secrets
 import signal
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
@@ -104,6 +106,20 @@ def create_web_client(settings: SlackSettings) -> AsyncWebClient:
             AsyncRateLimitErrorRetryHandler(max_retry_count=3),
         ],
     )
+
+
+@asynccontextmanager
+async def keep_alive(client: AsyncWebClient) -> AsyncIterator[AsyncWebClient]:
+    """One aiohttp session (pooled keep-alive connections) for all of the client's Web API calls while
+    the block runs. Without it, slack_sdk opens a session — a new TCP connection and TLS handshake — for
+    every call. Built inside the running loop, as aiohttp requires; closed at the end."""
+    session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=client.timeout))
+    client.session = session
+    try:
+        yield client
+    finally:
+        client.session = None
+        await session.close()
 
 
 def create_app(

@@ -40,6 +40,7 @@ from bot.app import (
     BillSleuthApp,
     HttpServer,
     create_app,
+    keep_alive,
     run_http,
     run_socket_mode,
     start_http,
@@ -303,15 +304,16 @@ async def running_bot(
         progress_rate=progress_rate,
     ) as runtime:
         app = build_app(runtime)
-        server = await start_http(app, host=host, port=port)
-        chores = Chores(runtime, recover, expiry_interval)
-        chores.start()
-        try:
-            yield RunningBot(app, runtime, server)
-        finally:
-            await chores.stop()
-            await server.stop()
-            await app.background.drain(drain_timeout)
+        async with keep_alive(app.client):
+            server = await start_http(app, host=host, port=port)
+            chores = Chores(runtime, recover, expiry_interval)
+            chores.start()
+            try:
+                yield RunningBot(app, runtime, server)
+            finally:
+                await chores.stop()
+                await server.stop()
+                await app.background.drain(drain_timeout)
 
 
 async def run_bot(
@@ -332,7 +334,7 @@ async def run_bot(
     async with open_runtime(database_url, slack, **options) as runtime:
         app = build_app(runtime)
         chores = Chores(runtime, recover, expiry_interval)
-        async with _stop_on_signals(stop) as stopping:
+        async with keep_alive(app.client), _stop_on_signals(stop) as stopping:
             try:
                 if mode == "http":
 

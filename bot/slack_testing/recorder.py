@@ -52,6 +52,7 @@ class RecordedCall:
     at: datetime
     http_status: int
     response: dict[str, Any]
+    peer: str = ""  # the caller's end of the TCP connection: a client keeping connections alive reuses one
 
     @property
     def ok(self) -> bool:
@@ -111,6 +112,11 @@ class _Failure:
     error: str
     status: int
     retry_after: int | None
+
+
+def _peer(request: web.Request) -> str:
+    address = request.transport.get_extra_info("peername") if request.transport else None
+    return f"{address[0]}:{address[1]}" if address else ""
 
 
 class SlackRecorder:
@@ -399,11 +405,13 @@ class SlackRecorder:
         except SlackError as failure:
             status, body = failure.status, {"ok": False, "error": failure.error, **failure.extra}
         headers = {"Retry-After": str(body.pop("retry_after"))} if "retry_after" in body else {}
-        self._record(method, args, token, status, body)
+        self._record(method, args, token, status, body, _peer(request))
         return web.json_response(body, status=status, headers=headers)
 
-    def _record(self, method: str, args: dict[str, Any], token: str | None, status: int, body: dict) -> None:
-        self._calls.append(RecordedCall(method, args, token, datetime.now(UTC), status, body))
+    def _record(
+        self, method: str, args: dict[str, Any], token: str | None, status: int, body: dict, peer: str = ""
+    ) -> None:
+        self._calls.append(RecordedCall(method, args, token, datetime.now(UTC), status, body, peer))
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
 

@@ -216,6 +216,8 @@ def bot_processes(
             if process.poll() is None:
                 process.kill()
                 process.wait(10)
+            if process.stdout is not None:
+                process.stdout.close()
 
 
 async def wait_until_serving(base_url: str, process: subprocess.Popen, timeout: float = 60) -> None:

@@ -73,6 +73,19 @@ async def test_mention_shows_live_progress_then_the_evidence_card_in_its_thread(
     assert row.status == "awaiting_approval"
 
 
+async def test_web_api_calls_share_one_kept_alive_connection(
+    slack: SlackRecorder, bot: RunningBot, client: SignedClient
+) -> None:
+    sc = first_scenario(action="credit_note", single_approver=True)
+    await client.send(mention(slack, f"{sc['customer_id']} {sc['question']}"))
+    await bot.settled()
+    calls = [c for c in slack.calls() if c.token == slack.bot_token]
+    assert len(calls) >= 3  # auth.test, the progress message, its updates, the card
+    # slack_sdk opens a new session (TCP connection, TLS handshake) per call unless it is given one.
+    # Calls made at the same moment may open a second pooled connection; a dozen calls must not open more.
+    assert len({c.peer for c in calls}) <= 2 < len(calls), sorted({c.peer for c in calls})
+
+
 async def test_benign_mention_gets_the_explanation_and_the_reply_to_copy(
     slack: SlackRecorder, bot: RunningBot, client: SignedClient
 ) -> None:
