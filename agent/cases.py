@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from langgraph.types import Command
+from langgraph.types import Command, Durability
 from sqlalchemy import func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -94,7 +94,10 @@ class CaseService:
                     conn, "user", requester, "case.opened", "case", case_id, {"customer_id": customer_id}
                 )
             values = await self.graph.ainvoke(
-                initial, self._config(case_id), context=self._context(on_progress), durability="sync"
+                initial,
+                self._config(case_id),
+                context=self._context(on_progress),
+                durability=self._investigation_durability(),
             )
             return await self.sync_case(case_id, values)  # under the lock: no resume can be newer
 
@@ -246,7 +249,10 @@ class CaseService:
                     "requester": row.requester,
                 }
                 await self.graph.ainvoke(
-                    initial, self._config(row.id), context=self._context(None), durability="sync"
+                    initial,
+                    self._config(row.id),
+                    context=self._context(None),
+                    durability=self._investigation_durability(),
                 )
             elif pending and WAITING_NODE not in pending:
                 await self.graph.ainvoke(
@@ -295,6 +301,18 @@ class CaseService:
                 )
             notes = await queries.credit_notes_for_case_in(conn, case_id)
         return case_json(row, notes[-1] if notes else None)
+
+    def _investigation_durability(self) -> Durability:
+        """How often an investigation run is checkpointed, up to its pause or end.
+
+        A model's steps cost tokens and minutes to redo: checkpoint each one before the next starts. The
+        offline auditor redoes a whole run in milliseconds with the same result, so its run is written
+        once, when it pauses, ends or fails (a failure is checkpointed where it happened). A process killed
+        mid-run leaves no checkpoint, and recovery runs the case again from the top; drafting is
+        idempotent, so no second note comes of it. Resuming after a decision (which issues money) is
+        always checkpointed step by step.
+        """
+        return "sync" if self.configuration.investigator == "llm" else "exit"
 
     def _config(self, case_id: str) -> dict[str, Any]:
         return {"configurable": {"thread_id": case_id}, "recursion_limit": 50}

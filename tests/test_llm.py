@@ -205,6 +205,28 @@ async def test_correct_model_on_an_overcharge_drafts_one_note_for_exactly_the_ov
     assert trail[2].args == {"invoice_id": truth["invoice_ids"][0]}
 
 
+async def checkpointed_next_steps(db_url: str, case_id: str) -> list[tuple[str, ...]]:
+    """For each checkpoint of the case's thread, newest first: the nodes that were to run next."""
+    async with case_service(db_url, Configuration(investigator="offline"), SETTINGS) as service:
+        config = {"configurable": {"thread_id": case_id}}
+        return [tuple(s.next) async for s in service.graph.aget_state_history(config)]
+
+
+async def test_a_model_run_is_checkpointed_after_every_step_an_offline_run_where_it_pauses(
+    db_url: str,
+) -> None:
+    model_case, _ = await open_case(db_url, correct_model(scenario(FAULTY)["truth"]), scenario(FAULTY))
+    # A stop after the model has answered must not pay for its conversation again.
+    assert ("verify",) in await checkpointed_next_steps(db_url, model_case["case_id"])
+    other = scenario(FAULTY, nth=1)
+    async with case_service(db_url, Configuration(investigator="offline"), SETTINGS) as service:
+        offline = await service.open_case(
+            other["question"], requester=REQUESTER, customer_id=other["customer_id"]
+        )
+    # The auditor redoes a whole run in milliseconds: one checkpoint, at the pause.
+    assert await checkpointed_next_steps(db_url, offline["case_id"]) == [("await_approval",)]
+
+
 async def test_correct_model_on_a_benign_bill_explains_and_drafts_nothing(db_url: str) -> None:
     sc = scenario(BENIGN)
     case, stub = await open_case(db_url, correct_model(sc["truth"]), sc)
