@@ -48,9 +48,12 @@ class CaseService:
 
     # ---- opening ----
 
-    async def new_case_id(self) -> str:
-        async with self.engine.begin() as conn:
-            number = (await conn.execute(select(func.nextval("case_number")))).scalar_one()
+    async def new_case_id(self, conn: AsyncConnection | None = None) -> str:
+        """The next case id; on `conn` when given (say, inside the transaction that claims its event)."""
+        if conn is None:
+            async with self.engine.begin() as own:
+                return await self.new_case_id(own)
+        number = (await conn.execute(select(func.nextval("case_number")))).scalar_one()
         return f"CASE-{number:04d}"
 
     async def open_case(
@@ -61,10 +64,14 @@ class CaseService:
         customer_id: str | None = None,
         channel: str | None = None,
         thread_ts: str | None = None,
+        message_ts: str | None = None,
         on_progress: ProgressCallback | None = None,
         case_id: str | None = None,
     ) -> dict[str, Any]:
-        """Record the case, run the investigation to its end or its pause, and return the case JSON."""
+        """Record the case, run the investigation to its end or its pause, and return the case JSON.
+
+        `channel`, `thread_ts`, `message_ts`: where the case lives in Slack (its thread, and the message
+        that shows its progress and then its card), recorded with the case so any process can find it."""
         question = question.strip()
         if not question:
             raise ValueError("the complaint is empty: say what the customer wrote")
@@ -88,6 +95,7 @@ class CaseService:
                         status="investigating",
                         channel=channel,
                         thread_ts=thread_ts,
+                        message_ts=message_ts,
                     )
                 )
                 await activity.record(

@@ -32,7 +32,7 @@ from approvals.policy import (
     require_decimal,
     utc_now,
 )
-from approvals.queries import view_in
+from approvals.queries import to_view, view_in
 from engine import schema as t
 from engine.money import fmt
 
@@ -126,10 +126,10 @@ async def _draft_once(
         return await _replayed(conn, existing, request.root_cause), False
     await _check_no_other_case_is_open(conn, request)
     await _check_room_on_invoice(conn, request.invoice_id, request.amount)
-    note_id = await _insert_note(conn, request, settings, now)
-    if not await _claim_key(conn, request, note_id, now):
+    note = await _insert_note(conn, request, settings, now)
+    if not await _claim_key(conn, request, note.id, now):
         raise _KeyTakenMeanwhile
-    return await view_in(conn, note_id), True
+    return to_view(note, []), True  # a new note has no votes yet
 
 
 async def _note_for_key(conn: AsyncConnection, key: str) -> Row[Any] | None:
@@ -193,7 +193,7 @@ async def _check_room_on_invoice(conn: AsyncConnection, invoice_id: str, amount:
 
 async def _insert_note(
     conn: AsyncConnection, request: _Request, settings: ApprovalSettings, now: datetime
-) -> str:
+) -> Row[Any]:
     number = (await conn.execute(text("SELECT nextval('credit_note_number')"))).scalar_one()
     note_id = f"CN-{number:04d}"
     needed = approvals_needed(request.amount, settings)
@@ -205,8 +205,9 @@ async def _insert_note(
         root_cause=request.root_cause,
         case_id=request.case_id,
     )
-    await conn.execute(
-        insert(t.credit_notes).values(
+    inserted = await conn.execute(
+        insert(t.credit_notes)
+        .values(
             id=note_id,
             invoice_id=request.invoice_id,
             amount=request.amount,
@@ -220,7 +221,9 @@ async def _insert_note(
             created_at=now,
             expires_at=expires_at,
         )
+        .returning(*t.credit_notes.c)
     )
+    note = inserted.one()
     await activity.record(
         conn,
         activity.SYSTEM,
@@ -240,7 +243,7 @@ async def _insert_note(
             "args_hash": digest,
         },
     )
-    return note_id
+    return note
 
 
 async def _claim_key(conn: AsyncConnection, request: _Request, note_id: str, now: datetime) -> bool:

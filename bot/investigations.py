@@ -7,7 +7,6 @@ first, so a retried event, or one delivered to two bot processes, opens one case
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -66,9 +65,7 @@ async def investigate(
     Raises the Web API error when the progress message cannot be posted (the bot is not in the
     channel): nothing has been opened then. Returns the case JSON, or None when the run failed."""
     service, client = runtime.service, runtime.client
-    case_id = await service.new_case_id()
-    if claim_key is not None:
-        await runtime.link_claim(claim_key, case_id)
+    case_id = await runtime.new_case_id(claim_key)
     live_view = progress_message(_first_view(case_id, request))
     posted = await client.chat_postMessage(
         channel=request.channel, thread_ts=request.thread_ts, **live_view.as_kwargs()
@@ -85,16 +82,6 @@ async def investigate(
         requested_by=request.requester,
         interval=runtime.progress_interval,
     )
-    recording: asyncio.Task[None] | None = None
-
-    def on_progress(event: dict[str, Any]) -> None:
-        nonlocal recording
-        if recording is None:  # the first event comes after the case row exists: say where its card is
-            recording = runtime.start(
-                runtime.record_message(case_id, request.channel, ts), name=f"record {case_id}"
-            )
-        live.on_progress(event)
-
     try:
         async with runtime.investigations:
             case = await service.open_case(
@@ -103,7 +90,8 @@ async def investigate(
                 customer_id=request.customer_id,
                 channel=request.channel,
                 thread_ts=thread_ts,
-                on_progress=on_progress,
+                message_ts=ts,
+                on_progress=live.on_progress,
                 case_id=case_id,
             )
     except Exception as error:
@@ -114,18 +102,8 @@ async def investigate(
         await client.chat_update(channel=request.channel, ts=ts, **failed.as_kwargs())
         return None
     revision = await live.finish()
-    if not await _landed(recording):  # the card's location must be on record before the card shows
-        await runtime.record_message(case_id, request.channel, ts)
     await show_case_result(runtime, case, steps=live.steps, revision=revision)
     return case
-
-
-async def _landed(task: asyncio.Task[None] | None) -> bool:
-    """Whether background work finished without error (waiting for it if it is still running)."""
-    if task is None:
-        return False
-    await asyncio.wait([task])
-    return not task.cancelled() and task.exception() is None
 
 
 def _first_view(case_id: str, request: CaseRequest) -> ProgressView:

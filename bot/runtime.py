@@ -112,9 +112,9 @@ class BotRuntime:
     def is_approver(self, user_id: str) -> bool:
         return user_id in self.approval_settings.approvers
 
-    def start(self, work: Awaitable[Any], *, name: str) -> asyncio.Task[Any]:
+    def start(self, work: Awaitable[Any], *, name: str) -> None:
         """Run slow work off the ack path; held, logged on failure, drained at shutdown."""
-        return self.background.start(work, name=name)  # type: ignore[arg-type]
+        self.background.start(work, name=name)  # type: ignore[arg-type]
 
     # ---- exactly once, across processes ----
 
@@ -133,10 +133,16 @@ class BotRuntime:
         async with self.engine.begin() as conn:
             return (await conn.execute(claim)).first() is not None
 
-    async def link_claim(self, key: str, case_id: str) -> None:
+    async def new_case_id(self, claim_key: str | None = None) -> str:
+        """A new case id, linked to the claimed event that asked for it (one transaction)."""
         events = schema.slack_events
         async with self.engine.begin() as conn:
-            await conn.execute(update(events).where(events.c.event_id == key).values(case_id=case_id))
+            case_id = await self.service.new_case_id(conn)
+            if claim_key is not None:
+                await conn.execute(
+                    update(events).where(events.c.event_id == claim_key).values(case_id=case_id)
+                )
+        return case_id
 
     async def record_message(self, case_id: str, channel: str, ts: str) -> None:
         """Where the case's card lives, so that decisions (from any process) update it."""
