@@ -125,9 +125,10 @@ def _plan(obj: dict[str, Any], where: str) -> Plan:
     interval = _text(obj, "interval", where)
     if interval not in ("month", "year"):
         raise BillingError(f"{where}.interval must be month or year, got {interval!r}")
-    return Plan(
-        _text(obj, "id", where), _text(obj, "name", where), interval, _money(obj, "unit_price", where)
-    )  # type: ignore[arg-type]
+    price = _money(obj, "unit_price", where)
+    if price < 0:
+        raise BillingError(f"{where}.unit_price must not be negative, got {fmt(price)}")
+    return Plan(_text(obj, "id", where), _text(obj, "name", where), interval, price)  # type: ignore[arg-type]
 
 
 def _coupon(obj: dict[str, Any], where: str) -> Coupon:
@@ -135,18 +136,32 @@ def _coupon(obj: dict[str, Any], where: str) -> Coupon:
     if kind not in ("percent", "amount"):
         raise BillingError(f"{where}.kind must be percent or amount, got {kind!r}")
     value = _decimal(obj, "value", where)
-    return Coupon(_text(obj, "id", where), kind, value, _int(obj, "duration_months", where))  # type: ignore[arg-type]
+    if value <= 0 or (kind == "percent" and value > 100):
+        what = "a percent coupon" if kind == "percent" else "an amount coupon"
+        limits = "more than 0 and at most 100" if kind == "percent" else "more than 0"
+        raise BillingError(f"{where}.value of {what} must be {limits}, got {value}")
+    months = _int(obj, "duration_months", where)
+    if months <= 0:
+        raise BillingError(f"{where}.duration_months must be at least 1, got {months}")
+    return Coupon(_text(obj, "id", where), kind, value, months)  # type: ignore[arg-type]
 
 
 def _rate(obj: dict[str, Any], where: str) -> TaxRate:
     valid_to = obj.get("valid_to") if isinstance(obj, dict) else None
-    return TaxRate(
+    rate = TaxRate(
         _text(obj, "code", where),
         _text(obj, "region", where),
         _decimal(obj, "rate", where),
         _date(_field(obj, "valid_from", where), f"{where}.valid_from"),
         _date(valid_to, f"{where}.valid_to") if valid_to is not None else None,
     )
+    if not 0 <= rate.rate < 1:
+        raise BillingError(
+            f"{where}.rate is a fraction (0.06 for 6%): at least 0 and below 1, got {rate.rate}"
+        )
+    if rate.valid_to is not None and rate.valid_to < rate.valid_from:
+        raise BillingError(f"{where}.valid_to ({rate.valid_to}) is before valid_from ({rate.valid_from})")
+    return rate
 
 
 def _event(obj: dict[str, Any], where: str) -> Event:

@@ -227,6 +227,26 @@ def _coupon(value: str) -> Callable[[dict[str, Any]], None]:
     return mutate
 
 
+def _coupon_of(kind: str, value: str, months: int = 3) -> Callable[[dict[str, Any]], None]:
+    def mutate(data: dict[str, Any]) -> None:
+        data["subscription"]["coupon_id"] = "ODD"
+        data["coupons"] = [{"id": "ODD", "kind": kind, "value": value, "duration_months": months}]
+
+    return mutate
+
+
+def _rate(
+    rate: str, valid_from: str = "2020-01-01", valid_to: str | None = None
+) -> Callable[[dict[str, Any]], None]:
+    def mutate(data: dict[str, Any]) -> None:
+        region = data["customer"]["tax_region"]
+        data["tax_rates"] = [
+            {"code": "X", "region": region, "rate": rate, "valid_from": valid_from, "valid_to": valid_to}
+        ]
+
+    return mutate
+
+
 def _nan_rate(data: dict[str, Any]) -> None:
     data["tax_rates"] = [{"code": "CN-X", "region": "CN", "rate": "NaN", "valid_from": "2020-01-01"}]
 
@@ -256,6 +276,29 @@ ERRORS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     "seat count beyond cents precision": (
         lambda d: _set(d["events"][0]["payload"], "quantity", 10**30),
         "too large to bill to the cent",
+    ),
+    "negative price": (
+        lambda d: _set(
+            d, "plans", [{"id": "team-m", "name": "Team", "interval": "month", "unit_price": "-39.00"}]
+        ),
+        "plans[0].unit_price must not be negative, got -39.00",
+    ),
+    "percent coupon over 100": (
+        _coupon_of("percent", "150"),
+        "coupons[0].value of a percent coupon must be more than 0 and at most 100, got 150",
+    ),
+    "amount coupon of zero": (
+        _coupon_of("amount", "0.00"),
+        "coupons[0].value of an amount coupon must be more than 0, got 0.00",
+    ),
+    "coupon lasting no month": (
+        _coupon_of("percent", "20", months=0),
+        "coupons[0].duration_months must be at least 1",
+    ),
+    "tax rate as a percentage": (_rate("6"), "tax_rates[0].rate is a fraction (0.06 for 6%)"),
+    "tax rate window backwards": (
+        _rate("0.06", valid_from="2026-01-01", valid_to="2025-01-01"),
+        "tax_rates[0].valid_to (2025-01-01) is before valid_from (2026-01-01)",
     ),
     "naive timestamp": (
         lambda d: _set(d["events"][1], "effective_at", "2026-06-20T10:00:00"),
