@@ -21,7 +21,7 @@ from agent.checkpoint import open_checkpointer
 from agent.configuration import CaseContext, Configuration
 from agent.graph import build_graph
 from agent.state import CaseState
-from approvals import activity, decisions, expiry, queries
+from approvals import activity, decisions, expiry, issuing, queries
 from approvals.config import ApprovalSettings
 from approvals.models import ApprovalRefused, CreditNoteView, DecisionOutcome, Rule
 from engine import schema
@@ -37,6 +37,12 @@ FINISHED_CHECKPOINT_RETENTION = timedelta(days=30)
 
 class CaseNotFound(LookupError):
     pass
+
+
+@dataclass(frozen=True)
+class Sweep:
+    expired: list[str]  # credit notes that ran out of time in this sweep
+    settled: list[str]  # cases resumed because their note was settled (or released by the budget)
 
 
 @dataclass
@@ -180,13 +186,18 @@ class CaseService:
 
     async def expire_overdue(self, now: datetime | None = None) -> list[str]:
         """Mark overdue drafts expired and let their cases rewrite the customer reply."""
+        return (await self.sweep(now)).expired
+
+    async def sweep(self, now: datetime | None = None) -> Sweep:
+        """The periodic chores: expire overdue drafts, then resume every waiting case whose note was
+        settled meanwhile (see `settle_waiting_cases`)."""
         expired = await expiry.expire_overdue(self.engine, now)
-        await self.settle_waiting_cases()
-        return expired
+        return Sweep(expired, await self.settle_waiting_cases())
 
     async def settle_waiting_cases(self) -> list[str]:
         """Resume every case still waiting whose credit note was decided or expired meanwhile (by a sweep,
-        by a vote that found it overdue, or by a process that stopped before resuming)."""
+        by a vote that found it overdue, or by a process that stopped before resuming), or whose approved
+        note the daily credit limit held back and now has room for."""
         async with self.engine.connect() as conn:
             waiting = list(
                 (
@@ -200,6 +211,10 @@ class CaseService:
             note = await queries.credit_note_for_case(self.engine, case_id)
             if note is None or note.status == "draft":
                 continue
+            if note.status == "approved" and await issuing.held_by_daily_budget(
+                self.engine, note.amount, self.approval_settings
+            ):
+                continue  # still no room today: resuming would only record the same hard stop again
             try:
                 if await self.resume(case_id, {"approver": "system", "decision": note.status, "comment": ""}):
                     settled.append(case_id)

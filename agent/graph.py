@@ -29,7 +29,7 @@ from agent.tools import ToolContext
 from agent.verify import verify_findings
 from agent.write_up import compose_reply, ungrounded_in_reply
 from approvals import drafting, issuing, queries
-from approvals.models import Refused
+from approvals.models import Refused, Rule
 from engine import schema
 from engine.money import fmt
 
@@ -202,6 +202,15 @@ async def await_approval(state: CaseState, runtime: Runtime[CaseContext]) -> dic
         try:
             await issuing.issue(context.engine, note["id"], context.approval_settings)
         except Refused as refusal:
+            if refusal.rule == Rule.DAILY_CREDIT_LIMIT:
+                # A hard stop holds the approved note, it does not undo the approvals: the case keeps
+                # waiting, and the sweep resumes it once the day's limit has room (the next UTC day, or
+                # a raised limit).
+                return {
+                    "decisions": decisions,
+                    "credit_note": current.summary(),
+                    "status": "awaiting_approval",
+                }
             return {
                 "decisions": decisions,
                 "credit_note": current.summary(),

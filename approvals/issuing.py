@@ -17,7 +17,7 @@ from approvals import activity
 from approvals.config import ApprovalSettings
 from approvals.limits import (
     credited_total,
-    issued_during,
+    issued_today,
     lock_daily_budget,
     lock_invoice,
     paid_total,
@@ -128,11 +128,26 @@ async def _check_room_on_invoice(conn: AsyncConnection, note: Row[Any]) -> None:
         )
 
 
+async def held_by_daily_budget(
+    engine: AsyncEngine, amount: Decimal, settings: ApprovalSettings, *, now: datetime | None = None
+) -> bool:
+    """Whether issuing `amount` now would hit the daily hard stop. A read: nothing is locked or recorded
+    (issuing checks again under the budget lock)."""
+    async with engine.connect() as conn:
+        return await over_daily_budget(conn, amount, settings, now or utc_now())
+
+
+async def over_daily_budget(
+    conn: AsyncConnection, amount: Decimal, settings: ApprovalSettings, now: datetime
+) -> bool:
+    return await issued_today(conn, now) + amount > settings.daily_credit_limit
+
+
 async def _check_daily_budget(
     conn: AsyncConnection, amount: Decimal, settings: ApprovalSettings, now: datetime
 ) -> None:
-    start, end = utc_day(now)
-    spent = await issued_during(conn, start, end)
+    start, _ = utc_day(now)
+    spent = await issued_today(conn, now)
     if spent + amount > settings.daily_credit_limit:
         raise IssueRefused(
             Rule.DAILY_CREDIT_LIMIT,

@@ -68,3 +68,9 @@ async def issued_during(conn: AsyncConnection, start: datetime, end: datetime) -
         notes.status == "issued", notes.issued_at >= start, notes.issued_at < end
     )
     return Decimal((await conn.execute(query)).scalar_one())
+
+
+async def issued_today(conn: AsyncConnection, now: datetime) -> Decimal:
+    """Credit issued so far on the UTC day of `now`: what counts against the daily credit limit."""
+    start, end = utc_day(now)
+    return await issued_during(conn, start, end)

@@ -127,18 +127,24 @@ async def settle_expired(runtime: BotRuntime, credit_note_id: str) -> None:
 
 
 async def expire_overdue_and_update(runtime: BotRuntime) -> list[str]:
-    """The periodic sweep: expire overdue drafts (their cases rewrite the reply), then redraw their cards
-    and post the rewritten replies."""
-    expired = await runtime.service.expire_overdue()
-    for credit_note_id in expired:
+    """The periodic sweep: expire overdue drafts (their cases rewrite the reply) and resume the cases
+    whose notes were settled meanwhile (an approved note the daily credit limit held back is issued once
+    there is room); then redraw their cards and post the customer replies. Returns the expired notes."""
+    swept = await runtime.service.sweep()
+    touched = list(swept.expired)
+    for case_id in swept.settled:
+        note = await queries.credit_note_for_case(runtime.engine, case_id)
+        if note is not None and note.id not in touched:
+            touched.append(note.id)
+    for credit_note_id in touched:
         try:
             await settle_card(runtime, credit_note_id)
         except Exception:
-            log.exception("could not update the card of expired %s", credit_note_id)
+            log.exception("could not update the card of %s after the sweep", credit_note_id)
     pruned = await runtime.service.prune_finished()
     if pruned:
         log.info("deleted the checkpoints of %d finished case(s)", len(pruned))
-    return expired
+    return swept.expired
 
 
 async def tell(

@@ -18,8 +18,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from agent.cases import CaseService, case_row_in
 from agent.tools import ToolContext, ToolError, call_tool, recompute
 from approvals import queries
+from approvals.issuing import over_daily_budget
 from approvals.models import CreditNoteView as Note
 from approvals.models import Vote
+from approvals.policy import utc_now
 from bot.cards import (
     credit_note_card,
     explanation_message,
@@ -69,7 +71,7 @@ def card_revision(note: Note) -> int:
 # ---- small mappings ---------------------------------------------------------------------------------------
 
 
-def note_model(note: Note) -> CreditNoteView:
+def note_model(note: Note, *, held_by_budget: bool = False) -> CreditNoteView:
     return CreditNoteView(
         id=note.id,
         invoice_id=note.invoice_id,
@@ -80,6 +82,7 @@ def note_model(note: Note) -> CreditNoteView:
         needed=note.needed,
         # Drafting always sets it; an old row without one reads as expiring when it was made.
         expires_at=note.expires_at or note.created_at,
+        held_by_budget=held_by_budget,
     )
 
 
@@ -171,14 +174,18 @@ async def credit_note_card_view(
     holding the card's lock) or one from the pool: under load a card costs one checkout, not six."""
     if conn is None:
         async with service.engine.connect() as own:
-            return await _card_view(service.engine, own, credit_note_id)
-    return await _card_view(service.engine, conn, credit_note_id)
+            return await _card_view(service, own, credit_note_id)
+    return await _card_view(service, conn, credit_note_id)
 
 
-async def _card_view(engine: AsyncEngine, conn: AsyncConnection, credit_note_id: str) -> CreditNoteCardView:
+async def _card_view(service: CaseService, conn: AsyncConnection, credit_note_id: str) -> CreditNoteCardView:
+    engine = service.engine
     note_row = await queries.note_row_in(conn, credit_note_id)
     votes = await queries.votes_in(conn, credit_note_id)
     note = queries.to_view(note_row, votes)
+    held = note.status == "approved" and await over_daily_budget(
+        conn, note.amount, service.approval_settings, utc_now()
+    )
     case_id = note.case_id or ""
     customer = await _customer_of_invoice_in(conn, note.invoice_id)
     row = await case_row_in(conn, case_id) if case_id else None
@@ -196,7 +203,7 @@ async def _card_view(engine: AsyncEngine, conn: AsyncConnection, credit_note_id:
         conclusion=conclusion,
         recompute=await fresh_recomputation(engine, conn, case_id, customer.id, note.invoice_id),
         tool_trail=await _agent_trail_in(conn, case_id) if case_id else [],
-        credit_note=note_model(note),
+        credit_note=note_model(note, held_by_budget=held),
         decisions=decision_views(votes),
         revision=card_revision(note),
     )

@@ -180,6 +180,33 @@ async def test_concurrent_clicks_give_exactly_one_outcome(service: CaseService) 
     )
 
 
+async def test_an_approval_past_the_daily_limit_holds_the_note_until_the_limit_has_room(
+    seeded_db_url: str,
+) -> None:
+    await setup_checkpointer(seeded_db_url)
+    sc = scenario("cancel_not_respected")  # 174.90: one approver
+    offline = Configuration(investigator="offline")
+    hard_stops = schema.activity_log.c.action == "budget.hard_stop"
+    async with case_service(seeded_db_url, offline, settings(limit="100.00")) as tight:
+        case = await tight.open_case(sc["question"], requester="U0SUPPORT1", customer_id=sc["customer_id"])
+        note_id = case["credit_note"]["id"]
+        outcome, held = await tight.decide(note_id, approver=FINANCE[0], decision="approve")
+        assert outcome.changed
+        # Held, not escalated: the approval stands and the case keeps waiting for room in the budget.
+        assert held["status"] == "awaiting_approval" and held["escalation_reason"] is None
+        assert held["credit_note"]["status"] == "approved"
+        assert (await tight.state_of(case["case_id"])).next == ("await_approval",)
+        assert await count(tight, schema.activity_log, hard_stops) == 1
+        assert await tight.settle_waiting_cases() == []  # still no room: left waiting, nothing recorded
+        assert await count(tight, schema.activity_log, hard_stops) == 1
+    async with case_service(seeded_db_url, offline, settings(limit="5000.00")) as raised:
+        assert await raised.settle_waiting_cases() == [case["case_id"]]
+        final = await raised.show_case(case["case_id"])
+        assert final["status"] == "issued" and final["credit_note"]["status"] == "issued"
+        assert note_id in final["reply"]["customer_message"]
+        assert await raised.settle_waiting_cases() == []  # settled once
+
+
 async def test_crash_between_draft_and_pause_recovers_without_a_second_draft(service: CaseService) -> None:
     sc = scenario("timezone_change_date")
 

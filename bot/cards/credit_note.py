@@ -238,6 +238,12 @@ def _outcome_text(note: CreditNoteView, decisions: Sequence[DecisionView], curre
     if note.status == "issued":
         credited = f"{amount(note.amount, currency)} credited on `{escape(note.invoice_id)}`"
         return f":white_check_mark: *Issued*: {credited}, approved by {by}."
+    if note.status == "approved" and note.held_by_budget:
+        return (
+            f":double_vertical_bar: *Approved* by {by}, and held: issuing it today would pass the daily "
+            "credit limit. It is issued on its own once the limit has room (the next UTC day, or a raised "
+            "limit)."
+        )
     if note.status == "approved":
         return f":hourglass_flowing_sand: *Approved* by {by}; issuing now."
     if note.status == "rejected":

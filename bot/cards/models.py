@@ -174,6 +174,7 @@ class CreditNoteView:
     approvals: int  # approve votes so far
     needed: int  # approve votes required (1, or 2 at or above the threshold)
     expires_at: datetime  # timezone-aware
+    held_by_budget: bool = False  # approved, but issuing it today would pass the daily credit limit
 
 
 @dataclass(frozen=True)

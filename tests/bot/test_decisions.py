@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
 
 from sqlalchemy import select, update
 
+from agent.configuration import Configuration
+from approvals.config import ApprovalSettings
 from approvals.models import Rule
 from bot.cards import (
     APPROVE_ACTION_ID,
@@ -18,7 +22,7 @@ from bot.cards import (
 )
 from bot.cards.models import RejectModalMetadata
 from bot.decisions import expire_overdue_and_update
-from bot.runtime import RunningBot
+from bot.runtime import RunningBot, running_bot
 from bot.slack_testing import EphemeralMessage, SignedClient, SlackRecorder
 from bot.slack_testing import payloads as p
 from engine import schema
@@ -26,9 +30,11 @@ from tests.bot.helpers import (
     CHANNEL,
     FINANCE,
     OUTSIDER,
+    SECRET,
     SUPPORT,
     OpenedCase,
     all_text,
+    approval_settings,
     assert_valid_blocks,
     assert_valid_view,
     bot_replies,
@@ -286,6 +292,41 @@ async def test_approvers_clicking_at_once_give_one_outcome(
     assert len(slack.ephemerals()) == 2  # the two who came second were told nothing changed
     final = card_of(slack, opened)
     assert buttons(final) == [] and "Issued" in all_text(final.blocks)
+
+
+# ---- the daily credit limit --------------------------------------------------------------------------------
+
+
+async def test_an_approval_past_the_daily_limit_shows_held_and_the_sweep_issues_it_once_there_is_room(
+    ready_db_url: str, slack: SlackRecorder
+) -> None:
+    sc = first_scenario(action="credit_note", single_approver=True)
+    options: dict[str, Any] = dict(
+        configuration=Configuration(investigator="offline"), recover=False, expiry_interval=None
+    )
+    tight = ApprovalSettings(approvers=frozenset(FINANCE), daily_credit_limit=Decimal("1.00"))
+    settings = slack.settings(signing_secret=SECRET)
+    async with (
+        running_bot(ready_db_url, settings, approval_settings=tight, **options) as first,
+        SignedClient(first.url, SECRET) as client,
+    ):
+        opened = await open_case(slack, client, first, sc)
+        await click(client, first, snapshot(card_of(slack, opened)), ALICE)
+        held = card_of(slack, opened)
+        assert buttons(held) == []
+        assert "held: issuing it today would pass the daily credit limit" in all_text(held.blocks)
+        assert_valid_blocks(held.blocks)
+        assert await expire_overdue_and_update(first.runtime) == []
+        assert customer_replies(slack, opened) == []  # nothing is promised while it is held
+    # The limit is raised (a new value, a restarted bot): the next sweep issues it and tells the thread.
+    async with running_bot(
+        ready_db_url, settings, approval_settings=approval_settings(), **options
+    ) as second:
+        await expire_overdue_and_update(second.runtime)
+    card = card_of(slack, opened)
+    assert "Issued" in all_text(card.blocks) and "held" not in all_text(card.blocks)
+    (reply,) = customer_replies(slack, opened)
+    assert opened.credit_note_id in reply
 
 
 # ---- expiry -----------------------------------------------------------------------------------------------
