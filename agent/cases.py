@@ -6,10 +6,11 @@ case's summary for quick reads; the graph's checkpoints hold its full state.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -33,6 +34,7 @@ ProgressCallback = Callable[[dict[str, Any]], None]
 WAITING_NODE = "await_approval"
 FINISHED_STATUSES = ("needs_customer", "explained", "issued", "rejected", "expired", "escalated")
 FINISHED_CHECKPOINT_RETENTION = timedelta(days=30)
+MAX_CASE_LOCK_HOLDERS = 6
 
 
 class CaseNotFound(LookupError):
@@ -51,6 +53,12 @@ class CaseService:
     graph: Any
     configuration: Configuration
     approval_settings: ApprovalSettings
+    # A case lock holds a pooled connection for a whole graph run, which checks out more of its own. With
+    # at most this many holders per process the pool (5 + 10 overflow) always has connections left for
+    # them, so holders never end up waiting on each other for one.
+    _lock_holders: asyncio.Semaphore = field(
+        default_factory=lambda: asyncio.Semaphore(MAX_CASE_LOCK_HOLDERS), init=False, repr=False
+    )
 
     # ---- opening ----
 
@@ -185,42 +193,53 @@ class CaseService:
         return True
 
     async def expire_overdue(self, now: datetime | None = None) -> list[str]:
-        """Mark overdue drafts expired and let their cases rewrite the customer reply."""
-        return (await self.sweep(now)).expired
+        """Mark overdue drafts expired and let their cases rewrite the customer reply. Held notes stay
+        held: only the bot's sweep releases them, because only it redraws their cards."""
+        expired = await expiry.expire_overdue(self.engine, now)
+        await self.settle_waiting_cases(release_held=False)
+        return expired
 
     async def sweep(self, now: datetime | None = None) -> Sweep:
-        """The periodic chores: expire overdue drafts, then resume every waiting case whose note was
-        settled meanwhile (see `settle_waiting_cases`)."""
+        """The bot's periodic chores: expire overdue drafts, then resume every waiting case whose note was
+        settled meanwhile or can now leave the daily limit's hold (see `settle_waiting_cases`)."""
         expired = await expiry.expire_overdue(self.engine, now)
         return Sweep(expired, await self.settle_waiting_cases())
 
-    async def settle_waiting_cases(self) -> list[str]:
+    async def settle_waiting_cases(self, *, release_held: bool = True) -> list[str]:
         """Resume every case still waiting whose credit note was decided or expired meanwhile (by a sweep,
-        by a vote that found it overdue, or by a process that stopped before resuming), or whose approved
-        note the daily credit limit held back and now has room for."""
+        by a vote that found it overdue, or by a process that stopped before resuming), and — with
+        `release_held` — those whose approved note the daily credit limit held back and now has room for.
+        Oldest first, so a held note is not overtaken by newer ones when the day's room is scarce."""
+        cases = schema.cases.c
         async with self.engine.connect() as conn:
             waiting = list(
                 (
                     await conn.execute(
-                        select(schema.cases.c.id).where(schema.cases.c.status == "awaiting_approval")
+                        select(cases.id)
+                        .where(cases.status == "awaiting_approval")
+                        .order_by(cases.created_at, cases.id)
                     )
                 ).scalars()
             )
         settled = []
         for case_id in waiting:
-            note = await queries.credit_note_for_case(self.engine, case_id)
-            if note is None or note.status == "draft":
-                continue
-            if note.status == "approved" and await issuing.held_by_daily_budget(
-                self.engine, note.amount, self.approval_settings
-            ):
-                continue  # still no room today: resuming would only record the same hard stop again
-            try:
-                if await self.resume(case_id, {"approver": "system", "decision": note.status, "comment": ""}):
+            try:  # one broken case must not keep the others waiting
+                if await self._settle(case_id, release_held):
                     settled.append(case_id)
-            except Exception:  # one broken case must not keep the others waiting
-                log.exception("could not resume case %s after its note became %s", case_id, note.status)
+            except Exception:
+                log.exception("could not settle waiting case %s", case_id)
         return settled
+
+    async def _settle(self, case_id: str, release_held: bool) -> bool:
+        note = await queries.credit_note_for_case(self.engine, case_id)
+        if note is None or note.status == "draft":
+            return False
+        if note.status == "approved" and (
+            not release_held
+            or await issuing.held_by_daily_budget(self.engine, note.amount, self.approval_settings)
+        ):
+            return False  # still no room today: resuming would only record the same hard stop again
+        return await self.resume(case_id, {"approver": "system", "decision": note.status, "comment": ""})
 
     async def prune_finished(self, older_than: timedelta = FINISHED_CHECKPOINT_RETENTION) -> list[str]:
         """Delete the graph checkpoints of cases finished longer ago than `older_than`.
@@ -331,9 +350,10 @@ class CaseService:
         A model's steps cost tokens and minutes to redo: checkpoint each one before the next starts. The
         offline auditor redoes a whole run in milliseconds with the same result, so its run is written
         once, when it pauses, ends or fails (a failure is checkpointed where it happened). A process killed
-        mid-run leaves no checkpoint, and recovery runs the case again from the top; drafting is
-        idempotent, so no second note comes of it. Resuming after a decision (which issues money) is
-        always checkpointed step by step.
+        mid-run leaves no checkpoint, and recovery runs the case again from the top: its tool calls are
+        then on the trail twice (both runs happened), and drafting's idempotency key returns the same note
+        for the same verified amount. Resuming after a decision (which issues money) is always
+        checkpointed step by step.
         """
         return "sync" if self.configuration.investigator == "llm" else "exit"
 
@@ -348,7 +368,7 @@ class CaseService:
         """Hold the case's advisory lock (one graph run per case across processes); yields whether it
         was taken — always True when waiting, False when `wait=False` and another process holds it."""
         key = {"key": f"case:{case_id}"}
-        async with self.engine.connect() as conn:
+        async with self._lock_holders, self.engine.connect() as conn:
             if wait:
                 await conn.execute(text("SELECT pg_advisory_lock(hashtext(:key))"), key)
                 taken = True

@@ -202,10 +202,12 @@ async def await_approval(state: CaseState, runtime: Runtime[CaseContext]) -> dic
         try:
             await issuing.issue(context.engine, note["id"], context.approval_settings)
         except Refused as refusal:
-            if refusal.rule == Rule.DAILY_CREDIT_LIMIT:
+            if refusal.rule == Rule.DAILY_CREDIT_LIMIT and issuing.fits_a_day(
+                current.amount, context.approval_settings
+            ):
                 # A hard stop holds the approved note, it does not undo the approvals: the case keeps
                 # waiting, and the sweep resumes it once the day's limit has room (the next UTC day, or
-                # a raised limit).
+                # a raised limit). A note larger than a whole day's limit escalates like any refusal.
                 return {
                     "decisions": decisions,
                     "credit_note": current.summary(),

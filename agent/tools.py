@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -25,6 +26,8 @@ from engine.diff import InvoiceCheck, check_ledger
 from engine.ledger import UnknownCustomer, load_ledger, load_price_book
 from engine.model import CustomerLedger, Invoice, PriceBook
 from engine.money import fmt
+
+log = logging.getLogger(__name__)
 
 INVOICE_ID = r"^INV-[0-9A-Za-z-]{1,40}$"
 
@@ -70,20 +73,29 @@ class ToolContext:
         self._batching += 1
         return self
 
-    async def __aexit__(self, *_: object) -> None:
+    async def __aexit__(self, failure: type[BaseException] | None, *_: object) -> None:
         self._batching -= 1
-        if not self._batching:
+        if self._batching:
+            return
+        try:
             await self.record_calls()
+        except Exception:
+            if failure is None:
+                raise
+            # The block's own error is the one to report; the rows stay buffered for a later write.
+            log.exception("could not write the audit rows of %d tool call(s)", len(self._unrecorded))
 
     async def record_calls(self) -> None:
-        """Write the audit rows of the calls made since the last write (a no-op when there are none)."""
-        rows, self._unrecorded = self._unrecorded, []
+        """Write the audit rows of the calls made since the last write (a no-op when there are none).
+        On failure the rows stay buffered, so a later call can still write them."""
+        rows = list(self._unrecorded)
         if not rows:
             return
         # Autocommit: the rows are one statement, so one round trip instead of BEGIN / INSERT / COMMIT.
         async with self.engine.connect() as pooled:
             conn = await pooled.execution_options(isolation_level="AUTOCOMMIT")
             await conn.execute(insert(schema.audit_log), rows)
+        del self._unrecorded[: len(rows)]
 
     @asynccontextmanager
     async def reading(self) -> AsyncIterator[AsyncConnection]:
@@ -426,6 +438,7 @@ def _digest(data: Any) -> str:
 async def _audit(ctx: ToolContext, result: ToolResult) -> None:
     ctx._unrecorded.append(
         {
+            "at": datetime.now(UTC),  # when the call was made, not when its batch was written
             "case_id": ctx.case_id,
             "actor": ctx.actor,
             "tool": result.tool,

@@ -128,11 +128,20 @@ async def _check_room_on_invoice(conn: AsyncConnection, note: Row[Any]) -> None:
         )
 
 
+def fits_a_day(amount: Decimal, settings: ApprovalSettings) -> bool:
+    """Whether `amount` can be issued on some day at all: a note larger than the daily limit by itself
+    would wait forever, so the hard stop escalates it instead of holding it."""
+    return amount <= settings.daily_credit_limit
+
+
 async def held_by_daily_budget(
     engine: AsyncEngine, amount: Decimal, settings: ApprovalSettings, *, now: datetime | None = None
 ) -> bool:
-    """Whether issuing `amount` now would hit the daily hard stop. A read: nothing is locked or recorded
-    (issuing checks again under the budget lock)."""
+    """Whether a note of `amount` that fits a day must still wait for room today. A read: nothing is
+    locked or recorded (issuing checks again under the budget lock). False when it can never fit, so the
+    caller tries to issue and the refusal escalates it."""
+    if not fits_a_day(amount, settings):
+        return False
     async with engine.connect() as conn:
         return await over_daily_budget(conn, amount, settings, now or utc_now())
 

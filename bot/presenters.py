@@ -183,12 +183,15 @@ async def _card_view(service: CaseService, conn: AsyncConnection, credit_note_id
     note_row = await queries.note_row_in(conn, credit_note_id)
     votes = await queries.votes_in(conn, credit_note_id)
     note = queries.to_view(note_row, votes)
-    held = note.status == "approved" and await over_daily_budget(
-        conn, note.amount, service.approval_settings, utc_now()
-    )
     case_id = note.case_id or ""
     customer = await _customer_of_invoice_in(conn, note.invoice_id)
     row = await case_row_in(conn, case_id) if case_id else None
+    waiting = row is not None and row.status == "awaiting_approval"  # an escalated case is not held
+    held = (
+        note.status == "approved"
+        and waiting
+        and await over_daily_budget(conn, note.amount, service.approval_settings, utc_now())
+    )
     findings = (row.findings if row is not None else None) or {}
     conclusion = ConclusionView(
         root_cause=str(findings.get("root_cause") or note.root_cause),

@@ -58,6 +58,7 @@ DEFAULT_EXPIRY_INTERVAL = 300.0  # seconds between sweeps for overdue drafts
 # cards and results must not queue behind cosmetic step lists. Results are never paced.
 DEFAULT_PROGRESS_RATE = 0.6
 LOCAL_LOCK_STRIPES = 64
+MAX_LOCK_HOLDERS = 4  # with the case locks' 6 (agent.cases), 10 of the pool's 15 connections at most
 RUNTIME_KEY = "billsleuth_runtime"
 
 Mode = Literal["http", "socket"]
@@ -83,6 +84,7 @@ class BotRuntime:
         self.progress_interval = progress_interval
         self.progress_pacer = Pacer(progress_rate)
         self._local_locks = tuple(asyncio.Lock() for _ in range(LOCAL_LOCK_STRIPES))
+        self._lock_holders = asyncio.Semaphore(MAX_LOCK_HOLDERS)
         self._app: BillSleuthApp | None = None
 
     # ---- what the flows reach for ----
@@ -158,8 +160,11 @@ class BotRuntime:
         lock's connection: reads done on it cost no second checkout.
 
         Waiters in this process queue on a local lock first, so twenty clicks on one card hold one pooled
-        connection between them, not twenty."""
-        async with self._local_locks[hash(key) % len(self._local_locks)], self.engine.begin() as conn:
+        connection between them, not twenty; and at most MAX_LOCK_HOLDERS hold one at a time, because a
+        holder may check out a second connection (an audit row, the card's location) and the pool must
+        never be all holders waiting for one."""
+        stripe = self._local_locks[hash(key) % len(self._local_locks)]
+        async with stripe, self._lock_holders, self.engine.begin() as conn:
             await conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": key})
             yield conn
 

@@ -10,6 +10,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import func, select, text
@@ -184,27 +185,47 @@ async def test_an_approval_past_the_daily_limit_holds_the_note_until_the_limit_h
     seeded_db_url: str,
 ) -> None:
     await setup_checkpointer(seeded_db_url)
-    sc = scenario("cancel_not_respected")  # 174.90: one approver
+    earlier, held_back = scenario("timezone_change_date"), scenario("cancel_not_respected")  # 26.02, 174.90
     offline = Configuration(investigator="offline")
     hard_stops = schema.activity_log.c.action == "budget.hard_stop"
-    async with case_service(seeded_db_url, offline, settings(limit="100.00")) as tight:
-        case = await tight.open_case(sc["question"], requester="U0SUPPORT1", customer_id=sc["customer_id"])
-        note_id = case["credit_note"]["id"]
-        outcome, held = await tight.decide(note_id, approver=FINANCE[0], decision="approve")
-        assert outcome.changed
+    async with case_service(seeded_db_url, offline, settings(limit="190.00")) as tight:
+        first = await open_and_approve(tight, earlier)
+        assert first["status"] == "issued"  # 26.02 of today's 190.00
+        case = await open_and_approve(tight, held_back)  # 26.02 + 174.90 > 190.00, but 174.90 fits a day
         # Held, not escalated: the approval stands and the case keeps waiting for room in the budget.
-        assert held["status"] == "awaiting_approval" and held["escalation_reason"] is None
-        assert held["credit_note"]["status"] == "approved"
+        assert case["status"] == "awaiting_approval" and case["escalation_reason"] is None
+        assert case["credit_note"]["status"] == "approved"
         assert (await tight.state_of(case["case_id"])).next == ("await_approval",)
         assert await count(tight, schema.activity_log, hard_stops) == 1
         assert await tight.settle_waiting_cases() == []  # still no room: left waiting, nothing recorded
+        assert await tight.expire_overdue() == []  # and only the bot's sweep may release it
         assert await count(tight, schema.activity_log, hard_stops) == 1
     async with case_service(seeded_db_url, offline, settings(limit="5000.00")) as raised:
-        assert await raised.settle_waiting_cases() == [case["case_id"]]
+        assert await raised.expire_overdue() == []
+        assert (await raised.show_case(case["case_id"]))["status"] == "awaiting_approval"
+        assert (await raised.sweep()).settled == [case["case_id"]]
         final = await raised.show_case(case["case_id"])
         assert final["status"] == "issued" and final["credit_note"]["status"] == "issued"
-        assert note_id in final["reply"]["customer_message"]
+        assert final["credit_note"]["id"] in final["reply"]["customer_message"]
         assert await raised.settle_waiting_cases() == []  # settled once
+
+
+async def test_a_note_larger_than_a_whole_days_limit_escalates_instead_of_waiting_forever(
+    seeded_db_url: str,
+) -> None:
+    await setup_checkpointer(seeded_db_url)
+    sc = scenario("cancel_not_respected")  # 174.90
+    offline = Configuration(investigator="offline")
+    async with case_service(seeded_db_url, offline, settings(limit="100.00")) as service:
+        case = await open_and_approve(service, sc)
+    assert case["status"] == "escalated"
+    assert "daily_credit_limit" in case["escalation_reason"]
+
+
+async def open_and_approve(service: CaseService, sc: dict[str, Any]) -> dict[str, Any]:
+    opened = await service.open_case(sc["question"], requester="U0SUPPORT1", customer_id=sc["customer_id"])
+    _, case = await service.decide(opened["credit_note"]["id"], approver=FINANCE[0], decision="approve")
+    return case
 
 
 async def test_crash_between_draft_and_pause_recovers_without_a_second_draft(service: CaseService) -> None:

@@ -43,6 +43,7 @@ from tests.bot.helpers import (
     count,
     first_scenario,
     open_case,
+    scenario,
     snapshot,
 )
 
@@ -300,17 +301,20 @@ async def test_approvers_clicking_at_once_give_one_outcome(
 async def test_an_approval_past_the_daily_limit_shows_held_and_the_sweep_issues_it_once_there_is_room(
     ready_db_url: str, slack: SlackRecorder
 ) -> None:
-    sc = first_scenario(action="credit_note", single_approver=True)
+    earlier, held_back = scenario("C-0011"), scenario("C-0001")  # 26.02, then 174.90
     options: dict[str, Any] = dict(
         configuration=Configuration(investigator="offline"), recover=False, expiry_interval=None
     )
-    tight = ApprovalSettings(approvers=frozenset(FINANCE), daily_credit_limit=Decimal("1.00"))
+    tight = ApprovalSettings(approvers=frozenset(FINANCE), daily_credit_limit=Decimal("190.00"))
     settings = slack.settings(signing_secret=SECRET)
     async with (
         running_bot(ready_db_url, settings, approval_settings=tight, **options) as first,
         SignedClient(first.url, SECRET) as client,
     ):
-        opened = await open_case(slack, client, first, sc)
+        issued = await open_case(slack, client, first, earlier)
+        await click(client, first, snapshot(card_of(slack, issued)), ALICE)
+        assert "Issued" in all_text(card_of(slack, issued).blocks)
+        opened = await open_case(slack, client, first, held_back)
         await click(client, first, snapshot(card_of(slack, opened)), ALICE)
         held = card_of(slack, opened)
         assert buttons(held) == []
