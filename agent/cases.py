@@ -238,7 +238,7 @@ class CaseService:
             not release_held
             or await issuing.held_by_daily_budget(self.engine, note.amount, self.approval_settings)
         ):
-            return False  # still no room today: resuming would only record the same hard stop again
+            return False  # held: without room today, resuming would only record the same hard stop again
         return await self.resume(case_id, {"approver": "system", "decision": note.status, "comment": ""})
 
     async def prune_finished(self, older_than: timedelta = FINISHED_CHECKPOINT_RETENTION) -> list[str]:
