@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
 import resource
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -24,13 +22,13 @@ import time
 from decimal import Decimal
 from pathlib import Path
 
-import aiohttp
 import psycopg
 
 from agent.checkpoint import setup_checkpointer
 from bot.cards import APPROVE_ACTION_ID
 from bot.slack_testing import SignedClient, SlackRecorder
 from bot.slack_testing import payloads as p
+from bot.slack_testing.processes import free_port, wait_until_serving
 from engine import migrate
 from engine.db import database_url, with_database
 from scenarios.generator import DEFAULT_SEED, generate
@@ -61,26 +59,6 @@ def buttons(message) -> list[str]:  # type: ignore[no-untyped-def]
         if b.get("type") == "actions"
         for e in b.get("elements", [])
     ]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-async def wait_until_serving(base: str, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    async with aiohttp.ClientSession() as session:
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                raise RuntimeError("the bot exited before serving")
-            with contextlib.suppress(aiohttp.ClientError):
-                async with session.get(base + "/healthz") as answer:
-                    if answer.status == 200:
-                        return
-            await asyncio.sleep(0.1)
-    raise TimeoutError(f"{base} did not start within {timeout}s")
 
 
 async def bench(url: str, mentions: int) -> None:

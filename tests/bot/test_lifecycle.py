@@ -7,14 +7,12 @@ import asyncio
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
-import aiohttp
 import pytest
 from sqlalchemy import insert, select
 
@@ -25,6 +23,7 @@ from bot.progress import Pacer
 from bot.runtime import run_bot, running_bot
 from bot.slack_testing import SignedClient, SlackRecorder
 from bot.slack_testing import payloads as p
+from bot.slack_testing.processes import free_port, wait_until_serving
 from engine import schema
 from engine.db import create_engine
 from tests.bot.helpers import (
@@ -174,12 +173,6 @@ def test_the_pacer_hands_out_at_most_its_rate() -> None:
 # ---- `billsleuth bot` as processes ------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def bot_env(db_url: str, slack: SlackRecorder) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "OPENAI_", "BILLSLEUTH_"))}
     env.pop("PORT", None)
@@ -218,19 +211,6 @@ def bot_processes(
                 process.wait(10)
             if process.stdout is not None:
                 process.stdout.close()
-
-
-async def wait_until_serving(base_url: str, process: subprocess.Popen, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    async with aiohttp.ClientSession() as session:
-        while time.monotonic() < deadline:
-            assert process.poll() is None, process.stdout.read() if process.stdout else "the bot exited"
-            with contextlib.suppress(aiohttp.ClientError):
-                async with session.get(base_url + "/healthz") as answer:
-                    if answer.status == 200:
-                        return
-            await asyncio.sleep(0.1)
-    raise TimeoutError(f"{base_url} did not start within {timeout}s")
 
 
 async def eventually(check: object, timeout: float = 20.0) -> None:
