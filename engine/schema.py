@@ -160,6 +160,10 @@ credit_notes = Table(
     Instant("expires_at"),
     Instant("decided_at"),
     Instant("issued_at"),
+    Column("currency", Text),  # the invoice's; filled from it by a trigger when an insert leaves it out
+    Column("cancelled_by", Text),
+    Column("cancel_reason", Text),
+    Instant("cancelled_at"),
 )
 
 credit_note_requests = Table(
