@@ -12,7 +12,8 @@ from typing import Any
 from agent.auditor import investigate as audit_investigate
 from agent.grounding import EvidenceBook
 from agent.state import Findings
-from agent.tools import ToolContext, call_tool, ledger_and_book, ledger_as_of
+from agent.tools import ToolContext, call_tool, ledger_and_book
+from engine.diff import ledger_as_of
 from engine.money import fmt
 
 OVERVIEW_TOOLS = ("get_customer", "list_invoices", "list_payments", "list_subscription_events")

@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from engine import schema
 from engine.billing import local_date
-from engine.diff import InvoiceCheck, check_ledger
+from engine.diff import InvoiceCheck, check_ledger, ledger_as_of
 from engine.ledger import UnknownCustomer, load_ledger, load_price_book
 from engine.model import CustomerLedger, Invoice, PriceBook
 from engine.money import fmt
@@ -226,11 +226,6 @@ def check_json(check: InvoiceCheck) -> dict[str, Any]:
         "expected_lines": invoice_with_lines(check.expected)["lines"] if check.expected else [],
         "verdict": verdict,
     }
-
-
-def ledger_as_of(ledger: CustomerLedger) -> date:
-    """Judge periods up to the latest invoice issued (periods not billed yet are not findings)."""
-    return max((inv.issued_at for inv in ledger.invoices), default=date.today())
 
 
 # ---- the tools ----

@@ -21,7 +21,15 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from approvals import activity
 from approvals.config import ApprovalSettings
-from approvals.limits import CREDITED, credited_total, lock_invoice, paid_total
+from approvals.limits import (
+    CREDITED,
+    OPEN,
+    OwedUnknown,
+    credited_total,
+    lock_invoice,
+    owed_on_invoice,
+    paid_total,
+)
 from approvals.models import CreditNoteView, DraftRefused, Rule
 from approvals.policy import (
     approvals_needed,
@@ -126,6 +134,7 @@ async def _draft_once(
         return await _replayed(conn, existing, request.root_cause), False
     await _check_no_other_case_is_open(conn, request)
     await _check_room_on_invoice(conn, request.invoice_id, request.amount)
+    await _check_still_owed(conn, request)
     note = await _insert_note(conn, request, settings, now)
     if not await _claim_key(conn, request, note.id, now):
         raise _KeyTakenMeanwhile
@@ -164,7 +173,7 @@ async def _check_no_other_case_is_open(conn: AsyncConnection, request: _Request)
             select(notes.id, notes.case_id, notes.status)
             .where(
                 notes.invoice_id == request.invoice_id,
-                notes.status.in_(["draft", "approved"]),
+                notes.status.in_(OPEN),
                 notes.case_id.is_distinct_from(request.case_id),
             )
             .order_by(notes.id)
@@ -188,6 +197,22 @@ async def _check_room_on_invoice(conn: AsyncConnection, invoice_id: str, amount:
             Rule.PAID_TOTAL,
             f"credit {fmt(amount)} plus {fmt(credited)} already approved or issued on {invoice_id} "
             f"exceeds the {fmt(paid)} the customer paid",
+        )
+
+
+async def _check_still_owed(conn: AsyncConnection, request: _Request) -> None:
+    """The amount the case verified must still be owed back now, re-derived from the ledger under the
+    invoice lock: another case's note may have been issued on this invoice since that case verified."""
+    amount = request.amount
+    try:
+        owed = await owed_on_invoice(conn, request.invoice_id, pending=OPEN, excluding_case=request.case_id)
+    except OwedUnknown as error:
+        raise DraftRefused(Rule.OVERCHARGE_UNVERIFIED, str(error)) from None
+    if amount > owed.amount:
+        raise DraftRefused(
+            Rule.OVERCHARGE_CHANGED,
+            f"the verified {fmt(amount)} is no longer owed: {owed.explain()}",
+            {"owed": owed.amount, "paid": owed.paid, "due": owed.due, "issued": owed.issued},
         )
 
 

@@ -16,10 +16,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from approvals import activity
 from approvals.config import ApprovalSettings
 from approvals.limits import (
+    OPEN,
+    OwedUnknown,
     credited_total,
     issued_today,
     lock_daily_budget,
     lock_invoice,
+    owed_on_invoice,
     paid_total,
     utc_day,
 )
@@ -78,6 +81,7 @@ async def _issue(
         )
     _check_bound_to_approvals(note, await votes_in(conn, note.id))
     await _check_room_on_invoice(conn, note)
+    await _check_still_owed(conn, note)
     await _check_daily_budget(conn, note.amount, settings, now)
     await conn.execute(
         update(t.credit_notes)
@@ -125,6 +129,21 @@ async def _check_room_on_invoice(conn: AsyncConnection, note: Row[Any]) -> None:
             f"issuing {fmt(note.amount)} on top of {fmt(issued)} already issued on {note.invoice_id} "
             f"exceeds the {fmt(paid)} the customer paid",
             {"paid": paid, "issued": issued, "amount": note.amount},
+        )
+
+
+async def _check_still_owed(conn: AsyncConnection, note: Row[Any]) -> None:
+    """What the ledger says is still owed back on the invoice now, this note aside, must cover it: a
+    payment refunded or another note issued since approval means the approved amount is no longer owed."""
+    try:
+        owed = await owed_on_invoice(conn, note.invoice_id, pending=OPEN, excluding_case=note.case_id)
+    except OwedUnknown as error:
+        raise IssueRefused(Rule.OVERCHARGE_UNVERIFIED, str(error)) from None
+    if note.amount > owed.amount:
+        raise IssueRefused(
+            Rule.OVERCHARGE_CHANGED,
+            f"{note.id} credits {fmt(note.amount)} but {owed.explain()}",
+            {"owed": owed.amount, "paid": owed.paid, "due": owed.due, "issued": owed.issued},
         )
 
 

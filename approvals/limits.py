@@ -8,6 +8,7 @@ transaction-scoped advisory lock for the daily budget, so two issuers cannot bot
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal
 
@@ -15,13 +16,42 @@ from sqlalchemy import func, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine import schema as t
-from engine.money import ZERO
+from engine.diff import check_ledger, ledger_as_of
+from engine.ledger import load_ledger, load_price_book
+from engine.model import BillingError
+from engine.money import ZERO, fmt, money
 
 # A fixed key for pg_advisory_xact_lock: "the daily credit budget". Any constant works as long as
 # nothing else in the database uses it; this one spells "BSBUDGET" in ASCII.
 BUDGET_LOCK_KEY = 0x4253_4255_4447_4554
 
 CREDITED = ("approved", "issued")  # what counts against the paid total when drafting
+OPEN = ("draft", "approved")  # notes asking to credit an invoice that have not been issued yet
+
+
+class OwedUnknown(ValueError):
+    """The billing rules cannot re-bill the invoice's ledger, so what is owed back cannot be known."""
+
+
+@dataclass(frozen=True)
+class Owed:
+    """What is still owed back on one invoice, re-derived from the ledger as it stands now."""
+
+    invoice_id: str
+    paid: Decimal  # succeeded payments
+    due: Decimal  # what the billing rules say should have been paid (never below zero)
+    issued: Decimal  # credit notes already issued on the invoice
+    pending: Decimal  # other notes on the invoice that may yet be issued
+
+    @property
+    def amount(self) -> Decimal:
+        return money(self.paid - self.due - self.issued - self.pending)
+
+    def explain(self) -> str:
+        return (
+            f"{fmt(self.amount)} is still owed back on {self.invoice_id} (paid {fmt(self.paid)}, should have "
+            f"paid {fmt(self.due)}, already issued {fmt(self.issued)}, other open notes {fmt(self.pending)})"
+        )
 
 
 async def lock_invoice(conn: AsyncConnection, invoice_id: str) -> bool:
@@ -43,16 +73,52 @@ async def paid_total(conn: AsyncConnection, invoice_id: str) -> Decimal:
 
 
 async def credited_total(
-    conn: AsyncConnection, invoice_id: str, statuses: Iterable[str], *, excluding: str | None = None
+    conn: AsyncConnection,
+    invoice_id: str,
+    statuses: Iterable[str],
+    *,
+    excluding: str | None = None,
+    excluding_case: str | None = None,
 ) -> Decimal:
-    """The sum of the invoice's credit notes in the given statuses (optionally leaving one note out)."""
+    """The sum of the invoice's credit notes in the given statuses (optionally leaving out one note, or
+    one case's notes)."""
     notes = t.credit_notes.c
     query = select(func.coalesce(func.sum(notes.amount), ZERO)).where(
         notes.invoice_id == invoice_id, notes.status.in_(list(statuses))
     )
     if excluding is not None:
         query = query.where(notes.id != excluding)
+    if excluding_case is not None:
+        query = query.where(notes.case_id.is_distinct_from(excluding_case))
     return Decimal((await conn.execute(query)).scalar_one())
+
+
+async def owed_on_invoice(
+    conn: AsyncConnection,
+    invoice_id: str,
+    *,
+    pending: Iterable[str],
+    excluding_case: str | None = None,
+) -> Owed:
+    """paid − max(due, 0) − issued − other notes in the `pending` statuses, re-derived from the ledger;
+    the caller holds the invoice lock.
+
+    Whatever a case verified earlier, this is what money may be committed against now: another case's
+    note may have been issued since, a payment refunded, a ledger row corrected. The case's own notes are
+    left out (`excluding_case`): a case may propose a new amount, and whichever of its notes is issued
+    first counts as issued for the others. Raises OwedUnknown when the rules cannot re-bill the ledger.
+    """
+    customer_id = (
+        await conn.execute(select(t.invoices.c.customer_id).where(t.invoices.c.id == invoice_id))
+    ).scalar_one()
+    ledger = await load_ledger(conn, customer_id)
+    try:
+        checks = check_ledger(ledger, await load_price_book(conn), ledger_as_of(ledger))
+    except BillingError as error:
+        raise OwedUnknown(f"the billing rules cannot re-bill {invoice_id}: {error}") from None
+    check = next(c for c in checks if c.invoice_id == invoice_id)
+    others = await credited_total(conn, invoice_id, pending, excluding_case=excluding_case)
+    return Owed(invoice_id, check.paid_total, max(check.should_pay, ZERO), check.credited_total, others)
 
 
 def utc_day(now: datetime) -> tuple[datetime, datetime]:

@@ -26,6 +26,9 @@ class Rule(StrEnum):
     PAID_TOTAL = "paid_total"
     IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
     OPEN_NOTE_ON_INVOICE = "open_note_on_invoice"
+    # drafting and issuing: what is owed back is re-derived from the ledger where money is committed
+    OVERCHARGE_CHANGED = "overcharge_changed"
+    OVERCHARGE_UNVERIFIED = "overcharge_unverified"
     # deciding
     AGENT_CANNOT_APPROVE = "agent_cannot_approve"
     BOT_CANNOT_APPROVE = "bot_cannot_approve"
@@ -86,7 +89,7 @@ class CreditNoteView:
     invoice_id: str
     amount: Decimal
     reason: str  # duplicate | order_change | product_unsatisfactory | fraudulent
-    status: str  # draft | approved | issued | rejected | expired
+    status: str  # draft | approved | issued | rejected | expired | cancelled
     approvals: int  # approve votes so far
     needed: int  # approve votes required (1, or 2 at or above the threshold)
     approvers: tuple[str, ...]  # who voted approve, in vote order

@@ -99,6 +99,11 @@ def diff_lines(billed: list[Line], expected: list[Line]) -> list[LineDiff]:
     ]
 
 
+def ledger_as_of(ledger: CustomerLedger) -> date:
+    """Judge periods up to the latest invoice issued (periods not billed yet are not findings)."""
+    return max((inv.issued_at for inv in ledger.invoices), default=date.today())
+
+
 def expected_invoices(ledger: CustomerLedger, book: PriceBook, as_of: date) -> list[Invoice]:
     """Every invoice the rules produce for this customer's subscriptions up to as_of."""
     out: list[Invoice] = []

@@ -13,7 +13,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from sqlalchemy import func, insert, select, text, update
+from sqlalchemy import delete, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from approvals import (
@@ -62,7 +62,9 @@ INVOICES = {
 
 
 async def add_ledger(db: AsyncEngine) -> None:
-    """One customer on one monthly plan, three issued invoices, their succeeded (and a failed) payments."""
+    """One customer on a free monthly plan, yet billed for Pro: three issued invoices the billing rules say
+    should have been 0.00, their succeeded (and a failed) payments. Every payment is owed back, so the
+    ledger itself supports each credit these tests draft (drafting and issuing re-derive it)."""
     async with db.begin() as conn:
         await conn.execute(
             insert(t.customers).values(
@@ -73,16 +75,33 @@ async def add_ledger(db: AsyncEngine) -> None:
             insert(t.plans).values(id="pro", name="Pro", interval="month", unit_price=Decimal("174.90"))
         )
         await conn.execute(
+            insert(t.plans).values(id="free", name="Free", interval="month", unit_price=Decimal("0.00"))
+        )
+        await conn.execute(
+            insert(t.tax_rates).values(
+                code="US-NONE", region="US", rate=Decimal("0"), valid_from=datetime(2020, 1, 1).date()
+            )
+        )
+        await conn.execute(
             insert(t.subscriptions).values(
                 id="SUB-0001",
                 customer_id="C-0001",
-                plan_id="pro",
+                plan_id="free",
                 quantity=1,
                 status="active",
                 start_date=datetime(2026, 1, 1).date(),
                 current_period_start=datetime(2026, 3, 1).date(),
                 current_period_end=datetime(2026, 4, 1).date(),
                 billing_anchor_day=1,
+            )
+        )
+        await conn.execute(
+            insert(t.subscription_events).values(
+                id="EVT-0001-create",
+                subscription_id="SUB-0001",
+                type="create",
+                effective_at=datetime(2026, 1, 1, tzinfo=UTC),
+                payload={"plan_id": "free", "quantity": 1},
             )
         )
         for month, (invoice_id, (amount, payments)) in enumerate(INVOICES.items(), start=1):
@@ -707,6 +726,55 @@ async def test_issue_rechecks_the_paid_total(ledger: AsyncEngine) -> None:
     assert "174.90" in refused.value.message
     assert await status_of(ledger, second) == "approved"
     assert (await activity(ledger))[-1].action == "credit_note.issue_refused"
+
+
+async def correct_the_plan(db: AsyncEngine, plan_id: str) -> None:
+    """A ledger correction: the customer's subscription really was on `plan_id` all along."""
+    async with db.begin() as conn:
+        await conn.execute(
+            update(t.subscription_events)
+            .where(t.subscription_events.c.id == "EVT-0001-create")
+            .values(payload={"plan_id": plan_id, "quantity": 1})
+        )
+
+
+async def test_drafting_re_derives_what_is_owed_from_the_ledger(ledger: AsyncEngine) -> None:
+    """A case verified an overcharge; by the time it drafts, the ledger says the bill was right."""
+    await correct_the_plan(ledger, "pro")  # Pro at 174.90: FULL was billed and paid exactly right
+    with pytest.raises(DraftRefused) as refused:
+        await draft(ledger, FULL, "174.90")
+    assert refused.value.rule == Rule.OVERCHARGE_CHANGED
+    assert "0.00 is still owed back on INV-0001-01" in refused.value.message
+    assert await count(ledger, t.credit_notes) == 0
+    # TWICE was paid twice (247.20) against a 174.90 bill: 72.30 is still owed, and no cent more.
+    with pytest.raises(DraftRefused):
+        await draft(ledger, TWICE, "72.31", root_cause="duplicate_charge")
+    assert await draft(ledger, TWICE, "72.30", root_cause="duplicate_charge")
+
+
+async def test_issuing_re_derives_what_is_owed_from_the_ledger(ledger: AsyncEngine) -> None:
+    """Approved for what was owed then; the ledger was corrected before it was issued: no money leaves."""
+    note = await draft(ledger, FULL, "174.90")
+    await approve(ledger, note, ALICE)
+    await correct_the_plan(ledger, "pro")
+    with pytest.raises(IssueRefused) as refused:
+        await issue(ledger, note, SETTINGS)
+    assert refused.value.rule == Rule.OVERCHARGE_CHANGED
+    assert await status_of(ledger, note) == "approved"
+    assert (await activity(ledger))[-1].details["rule"] == "overcharge_changed"
+
+
+async def test_a_ledger_the_rules_cannot_re_bill_credits_nothing(ledger: AsyncEngine) -> None:
+    note = await draft(ledger, FULL, "174.90")
+    await approve(ledger, note, ALICE)
+    async with ledger.begin() as conn:  # the subscription's create event is gone: nothing can be re-billed
+        await conn.execute(delete(t.subscription_events))
+    with pytest.raises(IssueRefused) as refused:
+        await issue(ledger, note, SETTINGS)
+    assert refused.value.rule == Rule.OVERCHARGE_UNVERIFIED
+    with pytest.raises(DraftRefused) as refused_draft:
+        await draft(ledger, BIG, "500.00", case_id="case-2")
+    assert refused_draft.value.rule == Rule.OVERCHARGE_UNVERIFIED
 
 
 async def test_budget_hard_stop_records_an_incident(ledger: AsyncEngine) -> None:

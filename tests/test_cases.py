@@ -285,6 +285,39 @@ async def test_a_second_case_on_the_same_overcharge_cannot_credit_it_twice(servi
     assert await count(service, schema.credit_notes) == 1
 
 
+def crash_at(step: str) -> Any:
+    """A progress callback that stops the run as `step` starts: what a killed process leaves behind."""
+
+    def crash(event: dict) -> None:
+        if event.get("type") == "step" and event.get("step") == step:
+            raise RuntimeError(f"simulated crash as {step} starts")
+
+    return crash
+
+
+async def test_a_note_issued_between_verify_and_draft_is_not_credited_again(service: CaseService) -> None:
+    """A double charge is paid twice over, so "credited + this ≤ paid" would let a second case credit it
+    again: drafting re-derives what is still owed from the ledger, under the invoice lock."""
+    sc = scenario("duplicate_charge")
+    first = await service.open_case(sc["question"], requester="U0SUPPORT1", customer_id=sc["customer_id"])
+    with pytest.raises(RuntimeError):  # verified the same overcharge, stopped before drafting
+        await service.open_case(
+            sc["question"],
+            requester="U0SUPPORT2",
+            customer_id=sc["customer_id"],
+            on_progress=crash_at("request_approval"),
+        )
+    _, issued = await service.decide(first["credit_note"]["id"], approver=FINANCE[0], decision="approve")
+    assert issued["status"] == "issued"
+    [second_id] = await service.recover()
+    second = await service.show_case(second_id)
+    assert second["status"] == "escalated"
+    assert "overcharge_changed" in second["escalation_reason"]
+    assert "0.00 is still owed back" in second["escalation_reason"]
+    assert second["credit_note"] is None
+    assert await count(service, schema.credit_notes) == 1
+
+
 async def test_an_undecided_draft_expires_and_the_reply_promises_nothing(service: CaseService) -> None:
     sc = scenario("coupon_wrong_base")
     case = await service.open_case(sc["question"], requester="U0SUPPORT1", customer_id=sc["customer_id"])

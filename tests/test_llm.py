@@ -227,6 +227,45 @@ async def test_a_model_run_is_checkpointed_after_every_step_an_offline_run_where
     assert await checkpointed_next_steps(db_url, offline["case_id"]) == [("await_approval",)]
 
 
+async def test_a_model_case_resumed_after_verify_cannot_credit_what_was_issued_meanwhile(db_url: str) -> None:
+    """A model run is checkpointed after verify; a restart resumes it there, however long the bot was down.
+    Meanwhile another case's note on the same double charge was issued: the resumed case credits nothing."""
+    sc = scenario("duplicate_charge")
+
+    def killed_after_verify(event: dict[str, Any]) -> None:
+        if event.get("type") == "step" and event.get("step") == "write_up":
+            raise RuntimeError("simulated kill after verify")
+
+    async with (
+        OpenAIStub(correct_model(sc["truth"])) as stub,
+        case_service(db_url, llm_configuration(stub), SETTINGS) as service,
+    ):
+        with pytest.raises(RuntimeError):
+            await service.open_case(
+                sc["question"],
+                requester=REQUESTER,
+                customer_id=sc["customer_id"],
+                on_progress=killed_after_verify,
+            )
+    async with case_service(db_url, Configuration(investigator="offline"), SETTINGS) as service:
+        other = await service.open_case(sc["question"], requester="U0SUPPORT2", customer_id=sc["customer_id"])
+        _, issued = await service.decide(other["credit_note"]["id"], approver="U0FIN1", decision="approve")
+        assert issued["status"] == "issued"
+    async with (
+        OpenAIStub([]) as idle,  # resuming after verify asks the model nothing
+        case_service(db_url, llm_configuration(idle), SETTINGS) as service,
+    ):
+        [resumed_id] = await service.recover()
+        resumed = await service.show_case(resumed_id)
+    assert idle.requests == []
+    assert resumed["status"] == "escalated"
+    assert "overcharge_changed" in resumed["escalation_reason"]
+    notes = await rows(db_url, select(schema.credit_notes))
+    assert [(n.invoice_id, f"{n.amount:.2f}", n.status) for n in notes] == [
+        (sc["truth"]["invoice_ids"][0], sc["truth"]["overcharge"], "issued")
+    ]
+
+
 async def test_correct_model_on_a_benign_bill_explains_and_drafts_nothing(db_url: str) -> None:
     sc = scenario(BENIGN)
     case, stub = await open_case(db_url, correct_model(sc["truth"]), sc)
