@@ -33,6 +33,14 @@ OUTCOME = {APPROVE: "approved", REJECT: "rejected"}
 SAME_OUTCOME = {APPROVE: ("approved", "issued"), REJECT: ("rejected",)}
 
 
+class _Overdue(Exception):
+    """Under the note's lock the draft turned out to be past its expiry; nothing of the vote is kept."""
+
+    def __init__(self, at: datetime) -> None:
+        super().__init__(f"overdue at {at.isoformat()}")
+        self.at = at
+
+
 class _AlreadyResolved(Exception):
     """The compare-and-set found the note decided by someone else: undo our vote, report the outcome."""
 
@@ -81,11 +89,14 @@ async def decide(
     if decision not in OUTCOME:
         raise ValueError(f"decision must be 'approve' or 'reject', not {decision!r}")
     ballot = Ballot(credit_note_id, approver, decision, (comment or "").strip(), requester, approver_is_bot)
-    now = now or utc_now()
-    await expire_if_overdue(engine, credit_note_id, now)
+    await expire_if_overdue(engine, credit_note_id, now or utc_now())
     try:
-        async with engine.begin() as conn:
-            return await _count_vote(conn, ballot, settings, now)
+        try:
+            async with engine.begin() as conn:
+                return await _count_vote(conn, ballot, settings, now)
+        except _Overdue as overdue:  # ran out while the vote waited for the note: expire it, then refuse
+            await expire_if_overdue(engine, credit_note_id, overdue.at)
+            raise _expired(credit_note_id) from None
     except _AlreadyResolved as resolved:
         return resolved.outcome
     except ApprovalRefused as refusal:
@@ -104,9 +115,10 @@ async def decide(
 
 
 async def _count_vote(
-    conn: AsyncConnection, ballot: Ballot, settings: ApprovalSettings, now: datetime
+    conn: AsyncConnection, ballot: Ballot, settings: ApprovalSettings, now: datetime | None
 ) -> DecisionOutcome:
     note = await note_row_in(conn, ballot.credit_note_id, lock=True)
+    now = now or utc_now()  # the vote counts at the moment it holds the note, not when it was cast
     _check_identity(ballot, settings)
     await _check_not_requester(conn, ballot, note.case_id)
     if ballot.decision == REJECT and not ballot.comment:
@@ -114,6 +126,8 @@ async def _count_vote(
     votes = await votes_in(conn, note.id)
     if note.status != "draft":
         return _settled(note, ballot.decision, votes)
+    if note.expires_at is not None and note.expires_at <= now:
+        raise _Overdue(now)
     if note_args_hash(note) != note.args_hash:
         raise ApprovalRefused(
             Rule.ARGS_MISMATCH,
@@ -124,7 +138,7 @@ async def _count_vote(
             Rule.ONE_VOTE_EACH, f"{ballot.approver} has already voted on {note.id}; it needs someone else"
         )
     await _insert_vote(conn, note, ballot, now)
-    approvals = sum(v.decision == APPROVE for v in votes) + (ballot.decision == APPROVE)
+    approvals = len(current_approvals(votes, settings)) + (ballot.decision == APPROVE)
     if ballot.decision == APPROVE and approvals < note.needed:
         waiting = f"Approval recorded for {note.id}: {approvals} of {note.needed}; it needs another approver"
         return DecisionOutcome(note.id, "draft", approvals, note.needed, True, waiting)
@@ -162,10 +176,20 @@ async def _check_not_requester(conn: AsyncConnection, ballot: Ballot, case_id: s
         )
 
 
+def _expired(credit_note_id: str) -> ApprovalRefused:
+    return ApprovalRefused(Rule.EXPIRED, f"{credit_note_id} expired undecided; draft it again to decide it")
+
+
+def current_approvals(votes: list[Vote], settings: ApprovalSettings) -> list[Vote]:
+    """The approve votes that still carry weight: those of people on the approver list today. A vote
+    stays on record when its author leaves finance, but no longer moves money."""
+    return [v for v in votes if v.decision == APPROVE and v.approver in settings.approvers]
+
+
 def _settled(note: Row[Any], decision: str, votes: list[Vote]) -> DecisionOutcome:
     """The note is no longer a draft: the same outcome again is a no-op, another one a conflict."""
     if note.status == "expired":
-        raise ApprovalRefused(Rule.EXPIRED, f"{note.id} expired undecided; draft it again to decide it")
+        raise _expired(note.id)
     if note.status not in SAME_OUTCOME[decision]:
         raise ApprovalRefused(
             Rule.CONFLICT,

@@ -6,7 +6,7 @@ the invoice row, then the note row. Drafting takes only the invoice row; decidin
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from approvals import activity
 from approvals.config import ApprovalSettings
+from approvals.decisions import current_approvals
 from approvals.limits import (
     OPEN,
     OwedUnknown,
@@ -79,7 +80,11 @@ async def _issue(
         raise IssueRefused(
             Rule.NOT_APPROVED, f"{note.id} is {note.status}; only an approved note can be issued"
         )
-    _check_bound_to_approvals(note, await votes_in(conn, note.id))
+    votes = await votes_in(conn, note.id)
+    _check_bound_to_approvals(note, votes)
+    _check_approved_in_time(note, votes)
+    if len(current_approvals(votes, settings)) < note.needed:
+        return await _reopen(conn, note, votes, settings, now)
     await _check_room_on_invoice(conn, note)
     await _check_still_owed(conn, note)
     await _check_daily_budget(conn, note.amount, settings, now)
@@ -117,6 +122,45 @@ def _check_bound_to_approvals(note: Row[Any], votes: list[Vote]) -> None:
             Rule.NOT_ENOUGH_APPROVALS,
             f"{note.id} has {len(approvals)} of the {note.needed} approvals it needs",
         )
+
+
+def _check_approved_in_time(note: Row[Any], votes: list[Vote]) -> None:
+    """Every approval that carries the note was counted before the note expired."""
+    late = [v for v in votes if v.decision == APPROVE and note.expires_at and v.decided_at > note.expires_at]
+    if late:
+        raise IssueRefused(
+            Rule.EXPIRED,
+            f"{note.id} was approved by {', '.join(v.approver for v in late)} after it expired "
+            f"({note.expires_at.isoformat()}); draft it again",
+        )
+
+
+async def _reopen(
+    conn: AsyncConnection, note: Row[Any], votes: list[Vote], settings: ApprovalSettings, now: datetime
+) -> IssueOutcome:
+    """Approved by someone no longer on the approver list: the note goes back to waiting for a current
+    approver (with a fresh approval window) instead of moving money on a departed person's word."""
+    removed = sorted({v.approver for v in votes if v.decision == APPROVE} - settings.approvers)
+    expires_at = now + timedelta(hours=settings.approval_ttl_hours)
+    await conn.execute(
+        update(t.credit_notes)
+        .where(t.credit_notes.c.id == note.id, t.credit_notes.c.status == "approved")
+        .values(status="draft", decided_at=None, expires_at=expires_at)
+    )
+    await activity.record(
+        conn,
+        activity.SYSTEM,
+        activity.BILLSLEUTH,
+        "credit_note.reopened",
+        "credit_note",
+        note.id,
+        {"no_longer_approvers": removed, "needed": note.needed, "expires_at": expires_at},
+    )
+    message = (
+        f"{note.id} was approved by {', '.join(removed)}, no longer on the approver list; it waits for a "
+        "current approver"
+    )
+    return IssueOutcome(note.id, "draft", note.amount, True, message)
 
 
 async def _check_room_on_invoice(conn: AsyncConnection, note: Row[Any]) -> None:

@@ -129,7 +129,7 @@ class DecisionOutcome:
 @dataclass(frozen=True)
 class IssueOutcome:
     credit_note_id: str
-    status: str  # "issued"
+    status: str  # "issued", or "draft" when its approvers left the list and it waits for a current one
     amount: Decimal
     changed: bool  # False: it was already issued
     message: str

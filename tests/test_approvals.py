@@ -905,6 +905,75 @@ async def test_a_vote_on_an_overdue_draft_expires_it_and_is_refused(ledger: Asyn
     ]
 
 
+async def test_a_vote_that_waited_for_the_note_past_its_expiry_is_refused(ledger: AsyncEngine) -> None:
+    """Expiry is judged under the note's row lock, when the vote is counted, not before it waited."""
+    note_id = await draft(ledger)
+    async with ledger.begin() as conn:
+        await conn.execute(
+            update(t.credit_notes)
+            .where(t.credit_notes.c.id == note_id)
+            .values(expires_at=func.now() + text("interval '1 second'"))
+        )
+    async with ledger.connect() as other:  # another decision holds the note while time runs out
+        await other.execute(select(t.credit_notes).where(t.credit_notes.c.id == note_id).with_for_update())
+        vote = asyncio.create_task(approve(ledger, note_id, ALICE))
+        await asyncio.sleep(1.5)
+        await other.rollback()
+    with pytest.raises(ApprovalRefused) as refused:
+        await vote
+    assert refused.value.rule == Rule.EXPIRED
+    assert await status_of(ledger, note_id) == "expired"
+    assert await count(ledger, t.approvals) == 0
+
+
+async def test_issuing_refuses_approvals_counted_after_the_note_expired(ledger: AsyncEngine) -> None:
+    note_id = await draft(ledger)
+    await approve(ledger, note_id, ALICE)
+    async with ledger.begin() as conn:  # the approval landed after the deadline (however it got there)
+        await conn.execute(
+            update(t.credit_notes)
+            .where(t.credit_notes.c.id == note_id)
+            .values(expires_at=func.now() - text("interval '1 hour'"))
+        )
+    with pytest.raises(IssueRefused) as refused:
+        await issue(ledger, note_id, SETTINGS)
+    assert refused.value.rule == Rule.EXPIRED
+    assert await status_of(ledger, note_id) == "approved"
+
+
+async def test_only_votes_of_current_approvers_count_when_issuing(ledger: AsyncEngine) -> None:
+    """ALICE approved, then left finance: her vote no longer carries the note; it waits for a current one."""
+    note_id = await draft(ledger)
+    await approve(ledger, note_id, ALICE)
+    without_alice = ApprovalSettings(
+        approvers=SETTINGS.approvers - {ALICE},
+        two_person_threshold=SETTINGS.two_person_threshold,
+        daily_credit_limit=SETTINGS.daily_credit_limit,
+    )
+    outcome = await issue(ledger, note_id, without_alice)
+    assert (outcome.status, outcome.changed) == ("draft", True)
+    note = await get_credit_note(ledger, note_id)
+    assert note.status == "draft" and note.issued_at is None
+    assert note.expires_at is not None and note.expires_at > datetime.now(UTC)  # a fresh approval window
+    assert (await activity(ledger))[-1].action == "credit_note.reopened"
+    assert await count(ledger, t.approvals) == 1  # ALICE's vote stays on record
+    await decide(
+        ledger, note_id, approver=BOB, decision="approve", requester=REQUESTER, settings=without_alice
+    )
+    assert await status_of(ledger, note_id) == "approved"
+    assert (await issue(ledger, note_id, without_alice)).status == "issued"
+
+
+async def test_a_removed_approvers_vote_is_not_one_of_two(ledger: AsyncEngine) -> None:
+    note_id = await draft(ledger, BIG, "500.00")
+    await approve(ledger, note_id, ALICE)
+    without_alice = ApprovalSettings(approvers=SETTINGS.approvers - {ALICE})
+    outcome = await decide(
+        ledger, note_id, approver=BOB, decision="approve", requester=REQUESTER, settings=without_alice
+    )
+    assert (outcome.status, outcome.approvals, outcome.needed) == ("draft", 1, 2)
+
+
 # ---------------------------------------------------------------- every refusal: one row, nothing else
 
 
