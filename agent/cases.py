@@ -20,9 +20,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from agent.checkpoint import open_checkpointer
 from agent.configuration import CaseContext, Configuration
-from agent.graph import build_graph
+from agent.graph import NO_MONEY, build_graph, settled_on_note
 from agent.state import CaseState
-from approvals import activity, decisions, expiry, issuing, queries
+from approvals import activity, cancelling, decisions, expiry, issuing, queries
 from approvals.config import ApprovalSettings
 from approvals.models import ApprovalRefused, CreditNoteView, DecisionOutcome, Rule
 from engine import schema
@@ -32,7 +32,15 @@ log = logging.getLogger(__name__)
 
 ProgressCallback = Callable[[dict[str, Any]], None]
 WAITING_NODE = "await_approval"
-FINISHED_STATUSES = ("needs_customer", "explained", "issued", "rejected", "expired", "escalated")
+FINISHED_STATUSES = (
+    "needs_customer",
+    "explained",
+    "issued",
+    "rejected",
+    "expired",
+    "cancelled",
+    "escalated",
+)
 FINISHED_CHECKPOINT_RETENTION = timedelta(days=30)
 MAX_CASE_LOCK_HOLDERS = 6
 
@@ -45,6 +53,7 @@ class CaseNotFound(LookupError):
 class Sweep:
     expired: list[str]  # credit notes that ran out of time in this sweep
     settled: list[str]  # cases resumed because their note was settled (or released by the budget)
+    cancelled: list[str] = field(default_factory=list)  # notes held by the daily limit for too long
 
 
 @dataclass
@@ -172,6 +181,52 @@ class CaseService:
             await self.resume(note.case_id, {"approver": approver, "decision": decision, "comment": comment})
         return outcome, await self.show_case(note.case_id)
 
+    async def cancel(
+        self, credit_note_id: str, *, approver: str, reason: str, approver_is_bot: bool = False
+    ) -> tuple[DecisionOutcome, dict[str, Any]]:
+        """Cancel an approved note that was never issued (held, or refused at issue); its case rewrites the
+        customer reply as for a reject, and its invoice is free for a new case."""
+        note = await queries.get_credit_note(self.engine, credit_note_id)
+        if note.case_id is None:
+            raise CaseNotFound(f"{credit_note_id} was not drafted by a case")
+        row = await self.case_row(note.case_id)
+        outcome = await cancelling.cancel(
+            self.engine,
+            credit_note_id,
+            approver=approver,
+            reason=reason,
+            requester=row.requester,
+            settings=self.approval_settings,
+            approver_is_bot=approver_is_bot,
+        )
+        if outcome.changed:
+            await self.take_note_outcome(
+                note.case_id, {"approver": approver, "decision": "cancel", "comment": reason}
+            )
+        return outcome, await self.show_case(note.case_id)
+
+    async def take_note_outcome(self, case_id: str, decision: dict[str, Any]) -> bool:
+        """Let the case take its note's outcome: resume it when it is waiting; a case that already ended
+        with its note approved (an escalated case whose issue was refused, then cancelled) is rewritten in
+        place, so its reply promises no money either."""
+        if await self.resume(case_id, decision):
+            return True
+        async with self._case_lock(case_id):
+            state = await self.state_of(case_id)
+            note = await queries.credit_note_for_case(self.engine, case_id)
+            values = state.values
+            if (
+                state.next
+                or note is None
+                or note.status not in NO_MONEY
+                or values.get("status") != "escalated"
+            ):
+                return False
+            ended = {"decisions": [*values.get("decisions", []), decision], **settled_on_note(values, note)}
+            await self.graph.aupdate_state(self._config(case_id), ended, as_node=WAITING_NODE)
+            await self.sync_case(case_id)
+        return True
+
     async def resume(self, case_id: str, decision: dict[str, Any]) -> bool:
         """Resume a case waiting for approval; one resumer at a time per case (advisory lock).
 
@@ -200,10 +255,15 @@ class CaseService:
         return expired
 
     async def sweep(self, now: datetime | None = None) -> Sweep:
-        """The bot's periodic chores: expire overdue drafts, then resume every waiting case whose note was
-        settled meanwhile or can now leave the daily limit's hold (see `settle_waiting_cases`)."""
+        """The bot's periodic chores: expire overdue drafts, resume every waiting case whose note was
+        settled meanwhile or can now leave the daily limit's hold (see `settle_waiting_cases`), and cancel
+        notes the daily limit has held longer than the hold limit."""
         expired = await expiry.expire_overdue(self.engine, now)
-        return Sweep(expired, await self.settle_waiting_cases())
+        settled = await self.settle_waiting_cases()
+        cancelled = await cancelling.cancel_long_holds(self.engine, self.approval_settings, now)
+        if cancelled:  # their cases rewrite the customer reply
+            settled += await self.settle_waiting_cases(release_held=False)
+        return Sweep(expired, settled, cancelled)
 
     async def settle_waiting_cases(self, *, release_held: bool = True) -> list[str]:
         """Resume every case still waiting whose credit note was decided or expired meanwhile (by a sweep,

@@ -6,7 +6,8 @@ intake → investigate → verify → write_up → END                       (ex
 request_approval holds the only side effect before the pause (drafting, idempotent by key), because a node
 that calls interrupt() runs again from its top when resumed. await_approval pauses until a decision has been
 claimed in the database, then re-reads the note (the database is the source of truth): still a draft (one of
-two approvals so far) → wait again; approved → issue; rejected or expired → rewrite the customer reply.
+two approvals so far) → wait again; approved → issue; rejected, expired or cancelled → rewrite the customer
+reply.
 """
 
 from __future__ import annotations
@@ -29,11 +30,12 @@ from agent.tools import ToolContext
 from agent.verify import verify_findings
 from agent.write_up import compose_reply, ungrounded_in_reply
 from approvals import drafting, issuing, queries
-from approvals.models import Refused, Rule
+from approvals.models import CreditNoteView, Refused, Rule
 from engine import schema
 from engine.money import fmt
 
-Node = Literal["intake", "investigate", "verify", "write_up", "request_approval", "await_approval"]
+# A note that ended without money leaving: the customer reply is rewritten to promise nothing.
+NO_MONEY = ("rejected", "expired", "cancelled")
 
 
 def _escalate(reason: str) -> dict[str, Any]:
@@ -194,10 +196,6 @@ async def await_approval(state: CaseState, runtime: Runtime[CaseContext]) -> dic
     decision = interrupt({"credit_note_id": note["id"], "amount": note["amount"], "needed": note["needed"]})
     current = await queries.get_credit_note(context.engine, note["id"])
     decisions = [*state.get("decisions", []), decision]
-    language = state.get("language", "en")
-    reply = dict(state.get("reply") or {})
-    findings = state["findings"]
-    assert findings is not None
     if current.status == "approved":
         try:
             await issuing.issue(context.engine, note["id"], context.approval_settings)
@@ -219,18 +217,27 @@ async def await_approval(state: CaseState, runtime: Runtime[CaseContext]) -> dic
                 **_escalate(f"issuing {note['id']} was refused ({refusal.rule}): {refusal.message}"),
             }
         current = await queries.get_credit_note(context.engine, note["id"])
-    if current.status == "issued":
+    return {"decisions": decisions, **settled_on_note(state, current)}
+
+
+def settled_on_note(state: CaseState, note: CreditNoteView) -> dict[str, Any]:
+    """The case once its credit note has this status: issued → the reply gains the amount; rejected,
+    expired or cancelled → the reply is rewritten with no amount and no promise of money back; still a
+    draft (or held) → the case keeps waiting."""
+    language = state.get("language", "en")
+    reply = dict(state.get("reply") or {})
+    findings = state["findings"]
+    assert findings is not None
+    if note.status == "issued":
         reply["customer_message"] = (
             reply.get("customer_message", "").rstrip()
             + "\n\n"
-            + prompts.issued_addendum(language, current.id, fmt(current.amount))
+            + prompts.issued_addendum(language, note.id, fmt(note.amount))
         )
-    elif current.status in ("rejected", "expired"):
+    elif note.status in NO_MONEY:
         reply["customer_message"] = prompts.rejected_reply(language, findings["invoice_ids"][:1])
-    status = {"issued": "issued", "rejected": "rejected", "expired": "expired"}.get(
-        current.status, "awaiting_approval"
-    )
-    return {"decisions": decisions, "credit_note": current.summary(), "reply": reply, "status": status}
+    status = note.status if note.status in ("issued", *NO_MONEY) else "awaiting_approval"
+    return {"credit_note": note.summary(), "reply": reply, "status": status}
 
 
 def after_approval(state: CaseState) -> Literal["await_approval", "__end__"]:

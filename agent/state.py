@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Literal, TypedDict
 
 CaseStatus = Literal[
+    "queued",
     "investigating",
     "needs_customer",
     "explained",
@@ -12,6 +13,8 @@ CaseStatus = Literal[
     "issued",
     "rejected",
     "expired",
+    "cancelled",
+    "revision_requested",
     "escalated",
 ]
 

@@ -4,6 +4,7 @@ Imports only `engine` (and SQLAlchemy): it knows nothing of Slack or LangGraph. 
 call the functions re-exported here.
 """
 
+from approvals.cancelling import cancel, cancel_long_holds
 from approvals.config import ApprovalSettings, SettingsError
 from approvals.decisions import decide
 from approvals.drafting import draft_credit_note
@@ -46,6 +47,8 @@ __all__ = [
     "approvals_needed",
     "approvals_of",
     "args_hash",
+    "cancel",
+    "cancel_long_holds",
     "credit_note_for_case",
     "credit_notes_for_case",
     "credit_reason",

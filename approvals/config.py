@@ -16,10 +16,12 @@ APPROVERS = "BILLSLEUTH_APPROVERS"
 TWO_PERSON_THRESHOLD = "BILLSLEUTH_TWO_PERSON_THRESHOLD"
 DAILY_CREDIT_LIMIT = "BILLSLEUTH_DAILY_CREDIT_LIMIT"
 APPROVAL_TTL_HOURS = "BILLSLEUTH_APPROVAL_TTL_HOURS"
+HOLD_MAX_DAYS = "BILLSLEUTH_HOLD_MAX_DAYS"
 
 DEFAULT_TWO_PERSON_THRESHOLD = Decimal("300.00")
 DEFAULT_DAILY_CREDIT_LIMIT = Decimal("5000.00")
 DEFAULT_APPROVAL_TTL_HOURS = 72
+DEFAULT_HOLD_MAX_DAYS = 7
 
 # Slack user IDs: U… for workspace users, W… for Enterprise Grid users; upper-case letters and digits.
 SLACK_USER_ID = re.compile(r"[UW][A-Z0-9]{2,}")
@@ -54,13 +56,21 @@ def _amount(variable: str, value: object, *, allow_zero: bool) -> Decimal:
     return amount.quantize(Decimal("0.01"))
 
 
-def _hours(variable: str, value: object) -> int:
+def _whole(variable: str, value: object, unit: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int | str):
-        raise SettingsError(f"{variable} must be a whole number of hours, not {type(value).__name__}")
+        raise SettingsError(f"{variable} must be a whole number of {unit}, not {type(value).__name__}")
     text = str(value).strip()
     if not text.isdigit() or int(text) <= 0:
-        raise SettingsError(f"{variable} must be a whole number of hours above zero, got {value!r}")
+        raise SettingsError(f"{variable} must be a whole number of {unit} above zero, got {value!r}")
     return int(text)
+
+
+def _hours(variable: str, value: object) -> int:
+    return _whole(variable, value, "hours")
+
+
+def _days(variable: str, value: object) -> int:
+    return _whole(variable, value, "days")
 
 
 def _approvers(variable: str, value: str | Iterable[str]) -> frozenset[str]:
@@ -74,12 +84,14 @@ def _approvers(variable: str, value: str | Iterable[str]) -> frozenset[str]:
 
 @dataclass(frozen=True)
 class ApprovalSettings:
-    """Who may approve, when two people must, how much may leave per UTC day, and how long a draft lives."""
+    """Who may approve, when two people must, how much may leave per UTC day, how long a draft lives, and
+    how long an approved note may be held by the daily limit."""
 
     approvers: frozenset[str] = frozenset()  # empty: nobody can approve
     two_person_threshold: Decimal = DEFAULT_TWO_PERSON_THRESHOLD
     daily_credit_limit: Decimal = DEFAULT_DAILY_CREDIT_LIMIT
     approval_ttl_hours: int = DEFAULT_APPROVAL_TTL_HOURS
+    hold_max_days: int = DEFAULT_HOLD_MAX_DAYS  # an approved note held by the daily limit is cancelled after
 
     def __post_init__(self) -> None:
         # Normalise and validate whatever the caller passed (a list of IDs, "300" as a string, …).
@@ -94,6 +106,7 @@ class ApprovalSettings:
             self, "daily_credit_limit", _amount(DAILY_CREDIT_LIMIT, self.daily_credit_limit, allow_zero=True)
         )
         set_(self, "approval_ttl_hours", _hours(APPROVAL_TTL_HOURS, self.approval_ttl_hours))
+        set_(self, "hold_max_days", _days(HOLD_MAX_DAYS, self.hold_max_days))
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ApprovalSettings:
@@ -103,6 +116,7 @@ class ApprovalSettings:
             return env.get(variable, "").strip()  # set but blank means "use the default"
 
         threshold, limit, ttl = raw(TWO_PERSON_THRESHOLD), raw(DAILY_CREDIT_LIMIT), raw(APPROVAL_TTL_HOURS)
+        hold = raw(HOLD_MAX_DAYS)
         return cls(
             approvers=_approvers(APPROVERS, raw(APPROVERS)),
             two_person_threshold=(
@@ -114,4 +128,5 @@ class ApprovalSettings:
             if limit
             else DEFAULT_DAILY_CREDIT_LIMIT,
             approval_ttl_hours=_hours(APPROVAL_TTL_HOURS, ttl) if ttl else DEFAULT_APPROVAL_TTL_HOURS,
+            hold_max_days=_days(HOLD_MAX_DAYS, hold) if hold else DEFAULT_HOLD_MAX_DAYS,
         )

@@ -119,8 +119,8 @@ async def _count_vote(
 ) -> DecisionOutcome:
     note = await note_row_in(conn, ballot.credit_note_id, lock=True)
     now = now or utc_now()  # the vote counts at the moment it holds the note, not when it was cast
-    _check_identity(ballot, settings)
-    await _check_not_requester(conn, ballot, note.case_id)
+    check_identity(ballot, settings)
+    await check_not_requester(conn, ballot, note.case_id)
     if ballot.decision == REJECT and not ballot.comment:
         raise ApprovalRefused(Rule.REASON_REQUIRED, "a reject needs a reason")
     votes = await votes_in(conn, note.id)
@@ -147,7 +147,7 @@ async def _count_vote(
     return DecisionOutcome(note.id, OUTCOME[ballot.decision], approvals, note.needed, True, done)
 
 
-def _check_identity(ballot: Ballot, settings: ApprovalSettings) -> None:
+def check_identity(ballot: Ballot, settings: ApprovalSettings) -> None:
     approver = ballot.approver
     if approver.strip().lower() == "agent":
         raise ApprovalRefused(
@@ -161,7 +161,7 @@ def _check_identity(ballot: Ballot, settings: ApprovalSettings) -> None:
         raise ApprovalRefused(Rule.NOT_AN_APPROVER, f"{approver} is not on BILLSLEUTH_APPROVERS")
 
 
-async def _check_not_requester(conn: AsyncConnection, ballot: Ballot, case_id: str | None) -> None:
+async def check_not_requester(conn: AsyncConnection, ballot: Ballot, case_id: str | None) -> None:
     """The caller names the requester; the case row, when there is one, is checked as well."""
     approver = ballot.approver
     requesters = {ballot.requester} if ballot.requester else set()

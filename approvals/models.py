@@ -103,6 +103,8 @@ class CreditNoteView:
     issued_at: datetime | None
     rejected_by: str | None = None  # who rejected, when rejected
     reject_reason: str | None = None
+    cancelled_by: str | None = None  # who cancelled an approved note that was never issued
+    cancel_reason: str | None = None
 
     def summary(self) -> dict[str, Any]:
         """The credit note as a case's JSON shows it (DESIGN.md §3); money as a two-decimal string."""

@@ -46,6 +46,8 @@ def to_view(note: Row[Any], votes: Sequence[Vote]) -> CreditNoteView:
         issued_at=note.issued_at,
         rejected_by=rejection.approver if rejection else None,
         reject_reason=rejection.comment if rejection else None,
+        cancelled_by=note.cancelled_by,
+        cancel_reason=note.cancel_reason,
     )
 
 

@@ -24,7 +24,7 @@ from bot.runtime import BotRuntime
 
 log = logging.getLogger(__name__)
 
-SETTLED = ("issued", "rejected", "expired")
+SETTLED = ("issued", "rejected", "expired", "cancelled")
 
 
 async def put_case_message(

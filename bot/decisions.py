@@ -127,11 +127,12 @@ async def settle_expired(runtime: BotRuntime, credit_note_id: str) -> None:
 
 
 async def expire_overdue_and_update(runtime: BotRuntime) -> list[str]:
-    """The periodic sweep: expire overdue drafts (their cases rewrite the reply) and resume the cases
-    whose notes were settled meanwhile (an approved note the daily credit limit held back is issued once
-    there is room); then redraw their cards and post the customer replies. Returns the expired notes."""
+    """The periodic sweep: expire overdue drafts (their cases rewrite the reply), resume the cases whose
+    notes were settled meanwhile (an approved note the daily credit limit held back is issued once there is
+    room) and cancel notes held too long; then redraw their cards and post the customer replies. Returns
+    the expired notes."""
     swept = await runtime.service.sweep()
-    touched = list(swept.expired)
+    touched = [*swept.expired, *swept.cancelled]
     for case_id in swept.settled:
         note = await queries.credit_note_for_case(runtime.engine, case_id)
         if note is not None and note.id not in touched:

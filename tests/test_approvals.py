@@ -26,6 +26,7 @@ from approvals import (
     UnknownCreditNote,
     approvals_of,
     args_hash,
+    cancel,
     credit_note_for_case,
     decide,
     draft_credit_note,
@@ -972,6 +973,60 @@ async def test_a_removed_approvers_vote_is_not_one_of_two(ledger: AsyncEngine) -
         ledger, note_id, approver=BOB, decision="approve", requester=REQUESTER, settings=without_alice
     )
     assert (outcome.status, outcome.approvals, outcome.needed) == ("draft", 1, 2)
+
+
+async def test_an_approved_note_never_issued_can_be_cancelled_by_any_approver(ledger: AsyncEngine) -> None:
+    """Refused at issue (the ledger changed), it would block its invoice forever: an approver ends it."""
+    note_id = await draft(ledger, TWICE, "123.60", root_cause="duplicate_charge")
+    await approve(ledger, note_id, ALICE)
+    with pytest.raises(ApprovalRefused) as refused:  # a reason is required
+        await cancel(ledger, note_id, approver=BOB, reason=" ", requester=REQUESTER, settings=SETTINGS)
+    assert refused.value.rule == Rule.REASON_REQUIRED
+    outcome = await cancel(  # ALICE voted for it, and may still cancel it
+        ledger, note_id, approver=ALICE, reason="refunded by hand", requester=REQUESTER, settings=SETTINGS
+    )
+    assert (outcome.status, outcome.changed) == ("cancelled", True)
+    note = await get_credit_note(ledger, note_id)
+    assert (note.status, note.cancelled_by, note.cancel_reason) == ("cancelled", ALICE, "refunded by hand")
+    assert [r.action for r in await activity(ledger)][-1] == "credit_note.cancelled"
+    again = await cancel(ledger, note_id, approver=BOB, reason="dup", requester=REQUESTER, settings=SETTINGS)
+    assert again.changed is False  # the same outcome again: a no-op
+    with pytest.raises(IssueRefused):
+        await issue(ledger, note_id, SETTINGS)
+    # The invoice is free for a new case.
+    assert await draft(ledger, TWICE, "123.60", case_id="case-2", root_cause="duplicate_charge") != note_id
+
+
+async def test_only_an_approved_unissued_note_can_be_cancelled_and_only_by_an_approver(
+    ledger: AsyncEngine,
+) -> None:
+    waiting = await draft(ledger, FULL, "174.90")
+    issued = await draft(ledger, BIG, "250.00", case_id="case-2")
+    await approve(ledger, issued, ALICE)
+    await issue(ledger, issued, SETTINGS)
+    for note_id, rule in ((waiting, Rule.CONFLICT), (issued, Rule.CONFLICT)):
+        with pytest.raises(ApprovalRefused) as refused:
+            await cancel(ledger, note_id, approver=BOB, reason="no", requester=REQUESTER, settings=SETTINGS)
+        assert refused.value.rule == rule
+    approved = await draft(ledger, TWICE, "123.60", case_id="case-3", root_cause="duplicate_charge")
+    await approve(ledger, approved, ALICE)
+    for who, rule in (("agent", Rule.AGENT_CANNOT_APPROVE), ("U0STRANGER", Rule.NOT_AN_APPROVER)):
+        with pytest.raises(ApprovalRefused) as refused:
+            await cancel(ledger, approved, approver=who, reason="no", requester=REQUESTER, settings=SETTINGS)
+        assert refused.value.rule == rule
+    with pytest.raises(ApprovalRefused) as refused:
+        await cancel(
+            ledger,
+            approved,
+            approver=BOB,
+            reason="no",
+            requester=REQUESTER,
+            settings=SETTINGS,
+            approver_is_bot=True,
+        )
+    assert refused.value.rule == Rule.BOT_CANNOT_APPROVE
+    assert (await status_of(ledger, waiting), await status_of(ledger, issued)) == ("draft", "issued")
+    assert await status_of(ledger, approved) == "approved"
 
 
 # ---------------------------------------------------------------- every refusal: one row, nothing else

@@ -18,6 +18,7 @@ from sqlalchemy import func, select, text
 from agent.cases import CaseService, case_service
 from agent.checkpoint import setup_checkpointer
 from agent.configuration import Configuration
+from agent.prompts import rejected_reply
 from approvals.config import ApprovalSettings
 from approvals.models import ApprovalRefused
 from engine import schema
@@ -220,6 +221,53 @@ async def test_a_note_larger_than_a_whole_days_limit_escalates_instead_of_waitin
         case = await open_and_approve(service, sc)
     assert case["status"] == "escalated"
     assert "daily_credit_limit" in case["escalation_reason"]
+
+
+async def test_a_held_note_can_be_cancelled_and_the_reply_promises_nothing(seeded_db_url: str) -> None:
+    await setup_checkpointer(seeded_db_url)
+    sc = scenario("cancel_not_respected")  # 174.90
+    async with case_service(
+        seeded_db_url, Configuration(investigator="offline"), settings(limit="100.00")
+    ) as svc:
+        held = await open_and_approve(svc, sc)  # 174.90 never fits a 100.00 day: escalated, note approved
+        assert held["status"] == "escalated" and held["credit_note"]["status"] == "approved"
+        outcome, case = await svc.cancel(
+            held["credit_note"]["id"], approver=FINANCE[1], reason="paid by hand"
+        )
+    assert outcome.status == "cancelled"
+    assert case["status"] == "cancelled" and case["credit_note"]["status"] == "cancelled"
+    assert sc["truth"]["overcharge"] not in case["reply"]["customer_message"]
+    invoice = [held["credit_note"]["invoice_id"]]
+    assert case["reply"]["customer_message"] in {rejected_reply("en", invoice), rejected_reply("zh", invoice)}
+    async with case_service(seeded_db_url, Configuration(investigator="offline"), settings()) as svc:
+        again = await svc.open_case(sc["question"], requester="U0SUPPORT1", customer_id=sc["customer_id"])
+    assert again["status"] == "awaiting_approval"  # the invoice is free for a new case
+
+
+async def test_the_sweep_cancels_a_note_held_longer_than_the_hold_limit(seeded_db_url: str) -> None:
+    await setup_checkpointer(seeded_db_url)
+    earlier, held_back = scenario("timezone_change_date"), scenario("cancel_not_respected")  # 26.02, 174.90
+    offline = Configuration(investigator="offline")
+    async with case_service(seeded_db_url, offline, settings(limit="190.00")) as tight:
+        await open_and_approve(tight, earlier)
+        case = await open_and_approve(tight, held_back)
+        assert case["status"] == "awaiting_approval" and case["credit_note"]["status"] == "approved"
+        assert (await tight.sweep()).cancelled == []  # held, but not for long
+        eight_days_on = datetime.now(UTC) + timedelta(days=8)
+        swept = await tight.sweep(now=eight_days_on)
+    assert swept.cancelled == [case["credit_note"]["id"]]
+    assert swept.settled == [case["case_id"]]
+    async with case_service(seeded_db_url, offline, settings()) as service:
+        final = await service.show_case(case["case_id"])
+        assert final["status"] == "cancelled" and final["credit_note"]["status"] == "cancelled"
+        assert held_back["truth"]["overcharge"] not in final["reply"]["customer_message"]
+        rows = await count(
+            service,
+            schema.activity_log,
+            schema.activity_log.c.action == "credit_note.cancelled",
+            schema.activity_log.c.actor_type == "system",
+        )
+        assert rows == 1
 
 
 async def open_and_approve(service: CaseService, sc: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,138 @@
+"""Cancelling: the end for an approved note that will never be issued.
+
+An approved note can fail to leave: the daily credit limit holds it, or issuing refuses it (the ledger
+changed, the note no longer matches its approvals). Without an end it would count against its invoice
+forever and block every later case on it. Any approver — one who voted for it too — may cancel it with a
+reason; the sweep cancels a note the daily limit has held longer than BILLSLEUTH_HOLD_MAX_DAYS.
+
+Compare-and-set like every decision, under the note's row lock (issuing holds the same lock, so a note is
+either issued or cancelled, never both): cancelling a cancelled note again is a no-op, cancelling a note in
+any other status is a conflict. Refusals are recorded on their own in activity_log.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Row, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from approvals import activity
+from approvals.config import ApprovalSettings
+from approvals.decisions import Ballot, check_identity, check_not_requester
+from approvals.models import ApprovalRefused, DecisionOutcome, Rule
+from approvals.policy import utc_now
+from approvals.queries import note_row_in, votes_in
+from engine import schema as t
+
+CANCEL = "cancel"
+CANCELLED = "cancelled"
+
+
+async def cancel(
+    engine: AsyncEngine,
+    credit_note_id: str,
+    *,
+    approver: str,
+    reason: str,
+    requester: str | None,
+    settings: ApprovalSettings,
+    approver_is_bot: bool = False,
+    now: datetime | None = None,
+) -> DecisionOutcome:
+    """One approver cancels an approved, never-issued note. `changed` is False when it was already
+    cancelled. Raises ApprovalRefused (recorded; nothing else changes), UnknownCreditNote."""
+    ballot = Ballot(credit_note_id, approver, CANCEL, (reason or "").strip(), requester, approver_is_bot)
+    try:
+        async with engine.begin() as conn:
+            note = await note_row_in(conn, credit_note_id, lock=True)
+            check_identity(ballot, settings)
+            await check_not_requester(conn, ballot, note.case_id)
+            if not ballot.comment:
+                raise ApprovalRefused(Rule.REASON_REQUIRED, "a cancel needs a reason")
+            return await _cancel_locked(
+                conn, note, ballot.actor_type, approver, ballot.comment, now or utc_now()
+            )
+    except ApprovalRefused as refusal:
+        await activity.record_refusal(
+            engine,
+            ballot.actor_type,
+            approver,
+            "approval.refused",
+            "credit_note",
+            credit_note_id,
+            rule=refusal.rule,
+            message=refusal.message,
+            details={"decision": CANCEL, "comment": ballot.comment},
+        )
+        raise
+
+
+async def cancel_long_holds(
+    engine: AsyncEngine, settings: ApprovalSettings, now: datetime | None = None
+) -> list[str]:
+    """The sweep's part: cancel every note the daily limit has held longer than the hold limit.
+
+    Held means approved, not issued, and its case still waiting (a note whose issue was refused for any
+    other reason escalated its case instead, and waits for a person). The hold is counted from the
+    approval, the moment the note could first have been issued. Returns the cancelled notes' ids."""
+    now = now or utc_now()
+    cutoff = now - timedelta(days=settings.hold_max_days)
+    notes, cases = t.credit_notes.c, t.cases.c
+    async with engine.connect() as conn:
+        overdue = list(
+            (
+                await conn.execute(
+                    select(notes.id)
+                    .join(t.cases, cases.id == notes.case_id)
+                    .where(
+                        notes.status == "approved",
+                        cases.status == "awaiting_approval",
+                        notes.decided_at <= cutoff,
+                    )
+                    .order_by(notes.decided_at, notes.id)
+                )
+            ).scalars()
+        )
+    cancelled = []
+    reason = f"held by the daily credit limit for more than {settings.hold_max_days} days"
+    for note_id in overdue:
+        async with engine.begin() as conn:
+            note = await note_row_in(conn, note_id, lock=True)
+            if note.status != "approved":
+                continue  # issued (or cancelled) since we looked
+            await _cancel_locked(conn, note, activity.SYSTEM, activity.BILLSLEUTH, reason, now)
+            cancelled.append(note_id)
+    return cancelled
+
+
+async def _cancel_locked(
+    conn: AsyncConnection, note: Row[Any], actor_type: str, actor_id: str, reason: str, now: datetime
+) -> DecisionOutcome:
+    """approved → cancelled on a note whose row lock the caller holds."""
+    approvals = sum(v.decision == "approve" for v in await votes_in(conn, note.id))
+    if note.status == CANCELLED:
+        message = f"{note.id} is already cancelled; nothing changed"
+        return DecisionOutcome(note.id, CANCELLED, approvals, note.needed, False, message)
+    if note.status != "approved":
+        raise ApprovalRefused(
+            Rule.CONFLICT,
+            f"{note.id} is {note.status}; only an approved note that was never issued can be cancelled"
+            + (" (reject a draft instead)" if note.status == "draft" else ""),
+        )
+    await conn.execute(
+        update(t.credit_notes)
+        .where(t.credit_notes.c.id == note.id, t.credit_notes.c.status == "approved")
+        .values(status=CANCELLED, cancelled_by=actor_id, cancel_reason=reason, cancelled_at=now)
+    )
+    await activity.record(
+        conn,
+        actor_type,
+        actor_id,
+        "credit_note.cancelled",
+        "credit_note",
+        note.id,
+        {"reason": reason, "amount": note.amount, "invoice_id": note.invoice_id, "case_id": note.case_id},
+    )
+    return DecisionOutcome(note.id, CANCELLED, approvals, note.needed, True, f"{note.id} cancelled: {reason}")
