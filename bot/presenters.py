@@ -190,7 +190,7 @@ async def _card_view(service: CaseService, conn: AsyncConnection, credit_note_id
     held = (
         note.status == "approved"
         and waiting
-        and await over_daily_budget(conn, note.amount, service.approval_settings, utc_now())
+        and await over_daily_budget(conn, note.amount, note.currency, service.approval_settings, utc_now())
     )
     findings = (row.findings if row is not None else None) or {}
     conclusion = ConclusionView(
