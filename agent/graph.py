@@ -223,7 +223,7 @@ async def await_approval(state: CaseState, runtime: Runtime[CaseContext]) -> dic
         reply["customer_message"] = (
             reply.get("customer_message", "").rstrip()
             + "\n\n"
-            + prompts.issued_addendum(language, current.id, fmt(current.amount))
+            + prompts.issued_addendum(language, current.id, current.amount, current.currency)
         )
     elif current.status in ("rejected", "expired"):
         reply["customer_message"] = prompts.rejected_reply(language, findings["invoice_ids"][:1])

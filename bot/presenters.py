@@ -127,7 +127,8 @@ async def _customer_of_invoice_in(conn: AsyncConnection, invoice_id: str) -> Cus
     inv, cust = schema.invoices.c, schema.customers.c
     row = (
         await conn.execute(
-            select(cust.id, cust.name, cust.currency)
+            # The invoice's currency, not the customer's: a note and its amounts are in the invoice's.
+            select(cust.id, cust.name, inv.currency)
             .join_from(schema.invoices, schema.customers, inv.customer_id == cust.id)
             .where(inv.id == invoice_id)
         )
