@@ -345,7 +345,7 @@ async def _customers_of_invoices(engine: AsyncEngine, invoice_ids: Sequence[str]
     inv, cust = schema.invoices.c, schema.customers.c
     async with engine.connect() as conn:
         rows = await conn.execute(
-            select(inv.id, cust.id, cust.name, cust.currency)
+            select(inv.id, cust.id, cust.name, inv.currency)  # the invoice's, as the note's card shows
             .join_from(schema.invoices, schema.customers, inv.customer_id == cust.id)
             .where(inv.id.in_(list(invoice_ids)))
         )
