@@ -68,19 +68,21 @@ class Finding:
     customer_id: str
     invoice_id: str
     root_cause: str  # one of ROOT_CAUSES, or UNKNOWN
-    overcharge: Decimal  # paid − should have paid − already credited; always > 0
+    overcharge: Decimal  # paid − should have paid − already credited; always > 0; never rounded to fit
+    currency: str  # the invoice's: the overcharge is in it
     evidence: list[str]
     related_invoice_ids: list[str] = field(default_factory=list)  # e.g. the original of a duplicate
     issued_at: date | None = None
     billed_total: Decimal = ZERO
 
     def as_json(self) -> dict[str, Any]:
-        """The `audit --json` shape: money as a two-decimal string."""
+        """The `audit --json` shape: money as a two-decimal string, with its currency."""
         return {
             "customer_id": self.customer_id,
             "invoice_id": self.invoice_id,
             "root_cause": self.root_cause,
             "overcharge": fmt(self.overcharge),
+            "currency": self.currency,
             "evidence": list(self.evidence),
         }
 
@@ -173,6 +175,7 @@ def _finding(ledger: CustomerLedger, book: PriceBook, check: InvoiceCheck, bille
         invoice_id=check.invoice_id,
         root_cause=cause,
         overcharge=check.outstanding,
+        currency=billed.currency,
         evidence=[*facts, *specific, overcharge],
         related_invoice_ids=related,
         issued_at=billed.issued_at,

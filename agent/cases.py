@@ -296,7 +296,9 @@ class CaseService:
             return False
         if note.status == "approved" and (
             not release_held
-            or await issuing.held_by_daily_budget(self.engine, note.amount, self.approval_settings)
+            or await issuing.held_by_daily_budget(
+                self.engine, note.amount, note.currency, self.approval_settings
+            )
         ):
             return False  # held: without room today, resuming would only record the same hard stop again
         return await self.resume(case_id, {"approver": "system", "decision": note.status, "comment": ""})

@@ -201,7 +201,7 @@ async def await_approval(state: CaseState, runtime: Runtime[CaseContext]) -> dic
             await issuing.issue(context.engine, note["id"], context.approval_settings)
         except Refused as refusal:
             if refusal.rule == Rule.DAILY_CREDIT_LIMIT and issuing.fits_a_day(
-                current.amount, context.approval_settings
+                current.amount, current.currency, context.approval_settings
             ):
                 # A hard stop holds the approved note, it does not undo the approvals: the case keeps
                 # waiting, and the sweep resumes it once the day's limit has room (the next UTC day, or
@@ -232,7 +232,7 @@ def settled_on_note(state: CaseState, note: CreditNoteView) -> dict[str, Any]:
         reply["customer_message"] = (
             reply.get("customer_message", "").rstrip()
             + "\n\n"
-            + prompts.issued_addendum(language, note.id, fmt(note.amount))
+            + prompts.issued_addendum(language, note.id, note.amount, note.currency)
         )
     elif note.status in NO_MONEY:
         reply["customer_message"] = prompts.rejected_reply(language, findings["invoice_ids"][:1])

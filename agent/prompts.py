@@ -6,7 +6,10 @@ ledger's; the grounding check runs on it anyway.
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Literal
+
+from engine.money import fmt_amount
 
 Language = Literal["en", "zh"]
 
@@ -129,11 +132,21 @@ def explain_reply(language: Language, invoice_id: str, total: str, reason: str) 
     )
 
 
-def issued_addendum(language: Language, credit_note_id: str, amount: str) -> str:
+# How a Chinese reply names a currency after an amount ("123.60 美元"); others keep their ISO code.
+ZH_CURRENCY = {"USD": "美元", "EUR": "欧元", "JPY": "日元", "CNY": "元", "SGD": "新加坡元", "GBP": "英镑"}
+
+
+def issued_addendum(language: Language, credit_note_id: str, amount: Decimal, currency: str) -> str:
+    """The note's amount in its own currency (JPY without decimals); the number stays grounded."""
     if language == "zh":
-        return f"更新:贷记单 {credit_note_id}({amount} 美元)已审核通过并开出,款项将退回原支付方式或抵扣下期账单。"
+        number = fmt_amount(amount, currency).removesuffix(f" {currency}")
+        money_text = f"{number} {ZH_CURRENCY.get(currency, currency)}"
+        return (
+            f"更新:贷记单 {credit_note_id}({money_text})已审核通过并开出,款项将退回原支付方式或抵扣下期账单。"
+        )
     return (
-        f"Update: credit note {credit_note_id} for {amount} has been approved and issued; it goes back to your "
+        f"Update: credit note {credit_note_id} for {fmt_amount(amount, currency)} has been approved and issued; "
+        "it goes back to your "
         "original payment method or is deducted from your next invoice."
     )
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
+
+from engine.money import expressible, held_to_cents, minor_unit
 
 APPROVERS = "BILLSLEUTH_APPROVERS"
 TWO_PERSON_THRESHOLD = "BILLSLEUTH_TWO_PERSON_THRESHOLD"
@@ -25,6 +27,7 @@ DEFAULT_HOLD_MAX_DAYS = 7
 
 # Slack user IDs: U… for workspace users, W… for Enterprise Grid users; upper-case letters and digits.
 SLACK_USER_ID = re.compile(r"[UW][A-Z0-9]{2,}")
+CURRENCY_CODE = re.compile(r"[A-Z]{3}")  # ISO 4217 alphabetic code
 
 
 class SettingsError(ValueError):
@@ -54,6 +57,47 @@ def _amount(variable: str, value: object, *, allow_zero: bool) -> Decimal:
     if not amount.is_finite() or amount < 0 or (amount == 0 and not allow_zero) or not at_most_cents(amount):
         raise SettingsError(f"{variable} must be {floor} with at most two decimals, got {value!r}")
     return amount.quantize(Decimal("0.01"))
+
+
+def _currency_limit(variable: str, currency: object, value: object) -> tuple[str, Decimal]:
+    """One `CODE:AMOUNT` entry of the daily limit: a currency the ledger can hold, an amount in it."""
+    code = str(currency).strip().upper()
+    if not CURRENCY_CODE.fullmatch(code):
+        raise SettingsError(f"{variable}: {currency!r} is not an ISO 4217 currency code (like JPY)")
+    if not held_to_cents(code):
+        raise SettingsError(f"{variable}: {code} has {minor_unit(code)} decimals, the ledger holds 2")
+    amount = _amount(f"{variable} ({code})", value, allow_zero=True)
+    if not expressible(amount, code):
+        raise SettingsError(f"{variable} ({code}) must be a whole amount in {code}, got {value!r}")
+    return code, amount
+
+
+def _currency_limits(variable: str, limits: object) -> tuple[tuple[str, Decimal], ...]:
+    pairs = limits.items() if isinstance(limits, Mapping) else limits
+    if not isinstance(pairs, Iterable) or isinstance(pairs, str):
+        raise SettingsError(f"{variable}: per-currency limits must be a mapping like {{'JPY': 750000}}")
+    checked = [_currency_limit(variable, code, amount) for code, amount in pairs]
+    codes = [code for code, _ in checked]
+    if len(set(codes)) != len(codes):
+        raise SettingsError(f"{variable}: a currency is named twice in {', '.join(codes)}")
+    return tuple(sorted(checked))
+
+
+def _daily_limits(variable: str, text: str) -> tuple[Decimal, tuple[tuple[str, Decimal], ...]]:
+    """`5000.00` (every currency) or `5000.00,JPY:750000,EUR:4000` (a default and named currencies)."""
+    default: Decimal | None = None
+    named: list[tuple[str, str]] = []
+    for entry in (part.strip() for part in text.split(",")):
+        if not entry:
+            raise SettingsError(f"{variable} has an empty entry: {text!r}")
+        if ":" in entry:
+            code, _, amount = entry.partition(":")
+            named.append((code, amount))
+        elif default is not None:
+            raise SettingsError(f"{variable} has two limits for every currency: {text!r}")
+        else:
+            default = _amount(variable, entry, allow_zero=True)
+    return (DEFAULT_DAILY_CREDIT_LIMIT if default is None else default), _currency_limits(variable, named)
 
 
 def _whole(variable: str, value: object, unit: str) -> int:
@@ -92,6 +136,8 @@ class ApprovalSettings:
     daily_credit_limit: Decimal = DEFAULT_DAILY_CREDIT_LIMIT
     approval_ttl_hours: int = DEFAULT_APPROVAL_TTL_HOURS
     hold_max_days: int = DEFAULT_HOLD_MAX_DAYS  # an approved note held by the daily limit is cancelled after
+    # Per-currency daily limits (`JPY:750000` in the variable); a currency not named has daily_credit_limit.
+    currency_daily_limits: tuple[tuple[str, Decimal], ...] | Mapping[str, Decimal] = field(default=())
 
     def __post_init__(self) -> None:
         # Normalise and validate whatever the caller passed (a list of IDs, "300" as a string, …).
@@ -107,6 +153,16 @@ class ApprovalSettings:
         )
         set_(self, "approval_ttl_hours", _hours(APPROVAL_TTL_HOURS, self.approval_ttl_hours))
         set_(self, "hold_max_days", _days(HOLD_MAX_DAYS, self.hold_max_days))
+        set_(self, "currency_daily_limits", _currency_limits(DAILY_CREDIT_LIMIT, self.currency_daily_limits))
+
+    def daily_limit_for(self, currency: str) -> Decimal:
+        """The credit that may be issued per UTC day in `currency`: its own limit, or the plain one."""
+        return dict(self.currency_daily_limits).get(currency.strip().upper(), self.daily_credit_limit)
+
+    def describe_daily_limit(self) -> str:
+        """ "5000.00 per currency, JPY 750000" — for doctor and logs."""
+        named = "".join(f", {code} {amount}" for code, amount in self.currency_daily_limits)
+        return f"{self.daily_credit_limit} per currency{named}"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ApprovalSettings:
@@ -117,6 +173,9 @@ class ApprovalSettings:
 
         threshold, limit, ttl = raw(TWO_PERSON_THRESHOLD), raw(DAILY_CREDIT_LIMIT), raw(APPROVAL_TTL_HOURS)
         hold = raw(HOLD_MAX_DAYS)
+        daily_limit, currency_limits = (
+            _daily_limits(DAILY_CREDIT_LIMIT, limit) if limit else (DEFAULT_DAILY_CREDIT_LIMIT, ())
+        )
         return cls(
             approvers=_approvers(APPROVERS, raw(APPROVERS)),
             two_person_threshold=(
@@ -124,9 +183,8 @@ class ApprovalSettings:
                 if threshold
                 else DEFAULT_TWO_PERSON_THRESHOLD
             ),
-            daily_credit_limit=_amount(DAILY_CREDIT_LIMIT, limit, allow_zero=True)
-            if limit
-            else DEFAULT_DAILY_CREDIT_LIMIT,
+            daily_credit_limit=daily_limit,
+            currency_daily_limits=currency_limits,
             approval_ttl_hours=_hours(APPROVAL_TTL_HOURS, ttl) if ttl else DEFAULT_APPROVAL_TTL_HOURS,
             hold_max_days=_days(HOLD_MAX_DAYS, hold) if hold else DEFAULT_HOLD_MAX_DAYS,
         )

@@ -26,6 +26,7 @@ from approvals.limits import (
     OPEN,
     OwedUnknown,
     credited_total,
+    invoice_currency,
     lock_invoice,
     owed_on_invoice,
     paid_total,
@@ -42,7 +43,7 @@ from approvals.policy import (
 )
 from approvals.queries import to_view, view_in
 from engine import schema as t
-from engine.money import fmt
+from engine.money import expressible, fmt, held_to_cents, minor_unit
 
 
 class _KeyTakenMeanwhile(Exception):
@@ -78,7 +79,7 @@ async def draft_credit_note(
             invoice_id,
             rule=refusal.rule,
             message=refusal.message,
-            details={"case_id": case_id, "amount": str(amount), "root_cause": root_cause},
+            details={"case_id": case_id, "amount": str(amount), "root_cause": root_cause, **refusal.details},
         )
         raise
 
@@ -133,6 +134,7 @@ async def _draft_once(
     if existing is not None:
         return await _replayed(conn, existing, request.root_cause), False
     await _check_no_other_case_is_open(conn, request)
+    _check_currency(request.amount, await invoice_currency(conn, request.invoice_id))
     await _check_room_on_invoice(conn, request.invoice_id, request.amount)
     await _check_still_owed(conn, request)
     note = await _insert_note(conn, request, settings, now)
@@ -185,6 +187,28 @@ async def _check_no_other_case_is_open(conn: AsyncConnection, request: _Request)
             Rule.OPEN_NOTE_ON_INVOICE,
             f"{open_note.id} on {request.invoice_id} is already {open_note.status} for case "
             f"{open_note.case_id}; settle it first",
+        )
+
+
+def _check_currency(amount: Decimal, currency: str) -> None:
+    """The amount must be money in the invoice's currency as it stands: never rounded to fit it.
+
+    A JPY overcharge with a fraction of a yen cannot be credited (rounding either way credits a different
+    amount than the one verified), and a three-decimal currency cannot be held in the ledger's cents.
+    """
+    if not held_to_cents(currency):
+        raise DraftRefused(
+            Rule.CURRENCY_MINOR_UNIT,
+            f"{currency} amounts have {minor_unit(currency)} decimals and the ledger holds 2: "
+            f"a credit note in {currency} cannot be drafted",
+            {"currency": currency},
+        )
+    if not expressible(amount, currency):
+        raise DraftRefused(
+            Rule.CURRENCY_MINOR_UNIT,
+            f"{fmt(amount)} is not an amount in {currency}, which has {minor_unit(currency)} decimals; "
+            "it is never rounded, a human must decide",
+            {"currency": currency},
         )
 
 

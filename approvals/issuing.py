@@ -31,7 +31,7 @@ from approvals.models import IssueOutcome, IssueRefused, Rule, Vote
 from approvals.policy import note_args_hash, utc_now
 from approvals.queries import APPROVE, note_row_in, votes_in
 from engine import schema as t
-from engine.money import fmt
+from engine.money import fmt, fmt_amount
 
 HARD_STOP = "budget.hard_stop"
 
@@ -87,7 +87,7 @@ async def _issue(
         return await _reopen(conn, note, votes, settings, now)
     await _check_room_on_invoice(conn, note)
     await _check_still_owed(conn, note)
-    await _check_daily_budget(conn, note.amount, settings, now)
+    await _check_daily_budget(conn, note.amount, note.currency, settings, now)
     await conn.execute(
         update(t.credit_notes)
         .where(t.credit_notes.c.id == note.id, t.credit_notes.c.status == "approved")
@@ -103,7 +103,11 @@ async def _issue(
         {"invoice_id": note.invoice_id, "amount": note.amount, "case_id": note.case_id},
     )
     return IssueOutcome(
-        note.id, "issued", note.amount, True, f"{note.id} issued: {fmt(note.amount)} on {note.invoice_id}"
+        note.id,
+        "issued",
+        note.amount,
+        True,
+        f"{note.id} issued: {fmt_amount(note.amount, note.currency)} on {note.invoice_id}",
     )
 
 
@@ -191,44 +195,52 @@ async def _check_still_owed(conn: AsyncConnection, note: Row[Any]) -> None:
         )
 
 
-def fits_a_day(amount: Decimal, settings: ApprovalSettings) -> bool:
-    """Whether `amount` can be issued on some day at all: a note larger than the daily limit by itself
-    would wait forever, so the hard stop escalates it instead of holding it."""
-    return amount <= settings.daily_credit_limit
+def fits_a_day(amount: Decimal, currency: str, settings: ApprovalSettings) -> bool:
+    """Whether `amount` can be issued on some day at all: a note larger than its currency's daily limit
+    by itself would wait forever, so the hard stop escalates it instead of holding it."""
+    return amount <= settings.daily_limit_for(currency)
 
 
 async def held_by_daily_budget(
-    engine: AsyncEngine, amount: Decimal, settings: ApprovalSettings, *, now: datetime | None = None
+    engine: AsyncEngine,
+    amount: Decimal,
+    currency: str,
+    settings: ApprovalSettings,
+    *,
+    now: datetime | None = None,
 ) -> bool:
     """Whether a note of `amount` that fits a day must still wait for room today. A read: nothing is
     locked or recorded (issuing checks again under the budget lock). False when it can never fit, so the
     caller tries to issue and the refusal escalates it."""
-    if not fits_a_day(amount, settings):
+    if not fits_a_day(amount, currency, settings):
         return False
     async with engine.connect() as conn:
-        return await over_daily_budget(conn, amount, settings, now or utc_now())
+        return await over_daily_budget(conn, amount, currency, settings, now or utc_now())
 
 
 async def over_daily_budget(
-    conn: AsyncConnection, amount: Decimal, settings: ApprovalSettings, now: datetime
+    conn: AsyncConnection, amount: Decimal, currency: str, settings: ApprovalSettings, now: datetime
 ) -> bool:
-    return await issued_today(conn, now) + amount > settings.daily_credit_limit
+    return await issued_today(conn, now, currency) + amount > settings.daily_limit_for(currency)
 
 
 async def _check_daily_budget(
-    conn: AsyncConnection, amount: Decimal, settings: ApprovalSettings, now: datetime
+    conn: AsyncConnection, amount: Decimal, currency: str, settings: ApprovalSettings, now: datetime
 ) -> None:
+    """The limit holds per currency: only credit issued today in the note's currency counts."""
     start, _ = utc_day(now)
-    spent = await issued_today(conn, now)
-    if spent + amount > settings.daily_credit_limit:
+    spent = await issued_today(conn, now, currency)
+    limit = settings.daily_limit_for(currency)
+    if spent + amount > limit:
         raise IssueRefused(
             Rule.DAILY_CREDIT_LIMIT,
-            f"hard stop: {fmt(spent)} issued today (UTC) plus {fmt(amount)} exceeds the daily credit limit "
-            f"of {fmt(settings.daily_credit_limit)}",
+            f"hard stop: {fmt_amount(spent, currency)} issued today (UTC) plus "
+            f"{fmt_amount(amount, currency)} exceeds the daily credit limit of {fmt_amount(limit, currency)}",
             {
                 "day": start.date(),
+                "currency": currency,
                 "issued_today": spent,
                 "amount": amount,
-                "limit": settings.daily_credit_limit,
+                "limit": limit,
             },
         )

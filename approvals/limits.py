@@ -60,6 +60,12 @@ async def lock_invoice(conn: AsyncConnection, invoice_id: str) -> bool:
     return (await conn.execute(query)).first() is not None
 
 
+async def invoice_currency(conn: AsyncConnection, invoice_id: str) -> str:
+    """The invoice's currency: a credit note on it is in that currency too."""
+    query = select(t.invoices.c.currency).where(t.invoices.c.id == invoice_id)
+    return str((await conn.execute(query)).scalar_one())
+
+
 async def lock_daily_budget(conn: AsyncConnection) -> None:
     await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": BUDGET_LOCK_KEY})
 
@@ -127,16 +133,17 @@ def utc_day(now: datetime) -> tuple[datetime, datetime]:
     return start, start + timedelta(days=1)
 
 
-async def issued_during(conn: AsyncConnection, start: datetime, end: datetime) -> Decimal:
-    """Credit issued in [start, end), across all invoices: what the daily budget has spent."""
+async def issued_during(conn: AsyncConnection, start: datetime, end: datetime, currency: str) -> Decimal:
+    """Credit issued in `currency` in [start, end), across all invoices: what that currency's daily
+    budget has spent. Amounts in different currencies are never added together."""
     notes = t.credit_notes.c
     query = select(func.coalesce(func.sum(notes.amount), ZERO)).where(
-        notes.status == "issued", notes.issued_at >= start, notes.issued_at < end
+        notes.status == "issued", notes.issued_at >= start, notes.issued_at < end, notes.currency == currency
     )
     return Decimal((await conn.execute(query)).scalar_one())
 
 
-async def issued_today(conn: AsyncConnection, now: datetime) -> Decimal:
-    """Credit issued so far on the UTC day of `now`: what counts against the daily credit limit."""
+async def issued_today(conn: AsyncConnection, now: datetime, currency: str) -> Decimal:
+    """Credit issued in `currency` so far on the UTC day of `now`: what counts against its daily limit."""
     start, end = utc_day(now)
-    return await issued_during(conn, start, end)
+    return await issued_during(conn, start, end, currency)

@@ -21,6 +21,7 @@ class Rule(StrEnum):
     CASE_ID_REQUIRED = "case_id_required"
     AMOUNT_POSITIVE = "amount_positive"
     AMOUNT_CENTS = "amount_cents"
+    CURRENCY_MINOR_UNIT = "currency_minor_unit"
     ROOT_CAUSE = "root_cause"
     INVOICE_EXISTS = "invoice_exists"
     PAID_TOTAL = "paid_total"
@@ -88,6 +89,7 @@ class CreditNoteView:
     id: str
     invoice_id: str
     amount: Decimal
+    currency: str  # the invoice's (ISO 4217), part of the amount: "123.60 USD", "12000 JPY"
     reason: str  # duplicate | order_change | product_unsatisfactory | fraudulent
     status: str  # draft | approved | issued | rejected | expired | cancelled
     approvals: int  # approve votes so far
@@ -107,11 +109,13 @@ class CreditNoteView:
     cancel_reason: str | None = None
 
     def summary(self) -> dict[str, Any]:
-        """The credit note as a case's JSON shows it (DESIGN.md §3); money as a two-decimal string."""
+        """The credit note as a case's JSON shows it (DESIGN.md §3); money as a two-decimal string, with
+        its currency beside it."""
         return {
             "id": self.id,
             "invoice_id": self.invoice_id,
             "amount": f"{self.amount:.2f}",
+            "currency": self.currency,
             "status": self.status,
             "approvals": self.approvals,
             "needed": self.needed,

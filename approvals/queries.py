@@ -31,6 +31,7 @@ def to_view(note: Row[Any], votes: Sequence[Vote]) -> CreditNoteView:
         id=note.id,
         invoice_id=note.invoice_id,
         amount=note.amount,
+        currency=note.currency,
         reason=note.reason,
         status=note.status,
         approvals=len(approvers),

@@ -17,7 +17,7 @@ from agent.tools import ToolContext, check_json, recompute
 from approvals import queries
 from approvals.models import CreditNoteView, Refused, UnknownCreditNote
 from engine import schema
-from engine.money import fmt
+from engine.money import fmt_amount
 
 CUSTOMER_ID = re.compile(r"^C-\d{4,6}$")
 CREDIT_NOTE_ID = re.compile(r"^CN-\d{4,}$")
@@ -171,7 +171,9 @@ async def _show_note(service: CaseService, request: ShowNote) -> Result:
         ],
         "tool_trail": trail,
     }
-    return Result(payload, f"{note.id}: {note.status}, {fmt(note.amount)} on {note.invoice_id}")
+    return Result(
+        payload, f"{note.id}: {note.status}, {fmt_amount(note.amount, note.currency)} on {note.invoice_id}"
+    )
 
 
 async def _customer_of_invoice(service: CaseService, invoice_id: str) -> str:

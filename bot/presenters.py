@@ -127,7 +127,8 @@ async def _customer_of_invoice_in(conn: AsyncConnection, invoice_id: str) -> Cus
     inv, cust = schema.invoices.c, schema.customers.c
     row = (
         await conn.execute(
-            select(cust.id, cust.name, cust.currency)
+            # The invoice's currency, not the customer's: a note and its amounts are in the invoice's.
+            select(cust.id, cust.name, inv.currency)
             .join_from(schema.invoices, schema.customers, inv.customer_id == cust.id)
             .where(inv.id == invoice_id)
         )
@@ -190,7 +191,7 @@ async def _card_view(service: CaseService, conn: AsyncConnection, credit_note_id
     held = (
         note.status == "approved"
         and waiting
-        and await over_daily_budget(conn, note.amount, service.approval_settings, utc_now())
+        and await over_daily_budget(conn, note.amount, note.currency, service.approval_settings, utc_now())
     )
     findings = (row.findings if row is not None else None) or {}
     conclusion = ConclusionView(
@@ -344,7 +345,7 @@ async def _customers_of_invoices(engine: AsyncEngine, invoice_ids: Sequence[str]
     inv, cust = schema.invoices.c, schema.customers.c
     async with engine.connect() as conn:
         rows = await conn.execute(
-            select(inv.id, cust.id, cust.name, cust.currency)
+            select(inv.id, cust.id, cust.name, inv.currency)  # the invoice's, as the note's card shows
             .join_from(schema.invoices, schema.customers, inv.customer_id == cust.id)
             .where(inv.id.in_(list(invoice_ids)))
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from decimal import Decimal
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
@@ -18,6 +19,7 @@ from bot.investigations import CaseRequest, investigate
 from bot.operations import Decide, ListNotes, OpenCase, OperationError, ShowNote, execute
 from bot.presenters import CardUnavailable, credit_note_card_message
 from bot.runtime import BotRuntime
+from engine.money import fmt_amount
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +101,9 @@ def _list_text(notes: list[dict[str, Any]]) -> str:
     if not notes:
         return "No credit notes are waiting for a decision."
     rows = [
-        f"• *{n['id']}* · {n['amount']} on `{n['invoice_id']}` · Approvals: {n['approvals']} of "
-        f"{n['needed']} · case `{n['case_id']}` · expires {n['expires_at'] or '-'}"
+        f"• *{n['id']}* · {fmt_amount(Decimal(n['amount']), n['currency'])} on `{n['invoice_id']}`"
+        f" · Approvals: {n['approvals']} of {n['needed']} · case `{n['case_id']}`"
+        f" · expires {n['expires_at'] or '-'}"
         for n in notes[:40]
     ]
     if len(notes) > 40:

@@ -38,10 +38,56 @@ def prorate(amount: Decimal, used_days: int, period_days: int) -> Decimal:
 
 
 def fmt(amount: Decimal) -> str:
-    """Two decimals, no currency symbol: "124.02"."""
+    """Two decimals, no currency: "124.02" (JSON and places that show the currency apart; see fmt_amount)."""
     return f"{money(amount):.2f}"
 
 
 def total(amounts: Iterable[Decimal]) -> Decimal:
     """Sum Decimals exactly and round once."""
     return money(sum(amounts, ZERO))
+
+
+# ISO 4217 minor units: how many decimals an amount in the currency may have. Most currencies have two;
+# these are the exceptions still in circulation. The ledger holds amounts as NUMERIC(12,2), so a
+# three-decimal currency cannot be held exactly at all and callers refuse it (see `held_to_cents`).
+ZERO_DECIMAL_CURRENCIES = frozenset(
+    {"BIF", "CLP", "DJF", "GNF", "ISK", "JPY", "KMF", "KRW", "PYG", "RWF", "UGX", "UYI", "VND", "VUV", "XAF"}
+    | {"XOF", "XPF"}
+)
+THREE_DECIMAL_CURRENCIES = frozenset({"BHD", "IQD", "JOD", "KWD", "LYD", "OMR", "TND"})
+FOUR_DECIMAL_CURRENCIES = frozenset({"CLF", "UYW"})
+DEFAULT_MINOR_UNIT = 2
+
+
+def minor_unit(currency: str) -> int:
+    """The number of decimals an amount in `currency` has (ISO 4217): JPY 0, USD 2, KWD 3."""
+    code = currency.strip().upper()
+    if code in ZERO_DECIMAL_CURRENCIES:
+        return 0
+    if code in THREE_DECIMAL_CURRENCIES:
+        return 3
+    if code in FOUR_DECIMAL_CURRENCIES:
+        return 4
+    return DEFAULT_MINOR_UNIT
+
+
+def held_to_cents(currency: str) -> bool:
+    """Whether the ledger's two-decimal amounts can hold every amount of the currency exactly."""
+    return minor_unit(currency) <= 2
+
+
+def expressible(amount: Decimal, currency: str) -> bool:
+    """Whether `amount` is a whole number of the currency's minor units (no fraction of a yen)."""
+    places = minor_unit(currency)
+    return amount == amount.quantize(Decimal(1).scaleb(-places))
+
+
+def fmt_amount(amount: Decimal, currency: str) -> str:
+    """An amount with its currency, in the currency's own decimals: "124.02 USD", "12000 JPY".
+
+    Never rounds to hide a fraction the currency cannot hold: such an amount (a JPY total with cents) is
+    shown with the two decimals the ledger holds, so whoever reads it sees what is wrong.
+    """
+    value = money(amount)
+    places = minor_unit(currency) if expressible(value, currency) else 2
+    return f"{value:.{min(places, 2)}f} {currency}"

@@ -72,3 +72,59 @@ def test_explicit_values_for_tests_are_checked_too() -> None:
 
 def test_a_zero_daily_limit_freezes_credits() -> None:
     assert ApprovalSettings(daily_credit_limit=Decimal("0")).daily_credit_limit == Decimal("0.00")
+
+
+def test_a_plain_daily_limit_holds_for_each_currency() -> None:
+    settings = ApprovalSettings.from_env({"BILLSLEUTH_DAILY_CREDIT_LIMIT": "1000.00"})
+    assert [settings.daily_limit_for(c) for c in ("USD", "EUR", "JPY")] == [Decimal("1000.00")] * 3
+
+
+def test_a_per_currency_daily_limit() -> None:
+    settings = ApprovalSettings.from_env(
+        {"BILLSLEUTH_DAILY_CREDIT_LIMIT": " 5000.00, jpy:750000 ,EUR:4000.5"}
+    )
+    assert settings.daily_credit_limit == Decimal("5000.00")  # every currency not named
+    assert settings.daily_limit_for("USD") == Decimal("5000.00")
+    assert settings.daily_limit_for("JPY") == Decimal("750000")
+    assert settings.daily_limit_for("EUR") == Decimal("4000.50")
+    # Naming currencies only keeps the default for the others.
+    only_yen = ApprovalSettings.from_env({"BILLSLEUTH_DAILY_CREDIT_LIMIT": "JPY:750000"})
+    assert (only_yen.daily_limit_for("USD"), only_yen.daily_limit_for("JPY")) == (
+        Decimal("5000.00"),
+        Decimal("750000"),
+    )
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "5000.00,JPY:750000.50",  # a fraction of a yen
+        "5000.00,KWD:100",  # three decimals: the ledger cannot hold it
+        "5000.00,4000.00",  # two defaults
+        "JPY:1,JPY:2",  # one currency twice
+        "5000.00,,JPY:1",  # an empty entry
+        "5000.00,YE:1",  # not an ISO code
+        "5000.00,JPY:",  # no amount
+        "5000.00,EUR:-1",
+    ],
+)
+def test_a_bad_per_currency_limit_is_one_line_naming_the_variable(value: str) -> None:
+    with pytest.raises(SettingsError) as error:
+        ApprovalSettings.from_env({"BILLSLEUTH_DAILY_CREDIT_LIMIT": value})
+    message = str(error.value)
+    assert message.startswith("BILLSLEUTH_DAILY_CREDIT_LIMIT") and "\n" not in message
+
+
+def test_explicit_per_currency_limits_are_checked_too() -> None:
+    settings = ApprovalSettings(currency_daily_limits={"jpy": Decimal("750000")})
+    assert settings.daily_limit_for("JPY") == Decimal("750000")
+    with pytest.raises(SettingsError, match="BILLSLEUTH_DAILY_CREDIT_LIMIT"):
+        ApprovalSettings(currency_daily_limits={"JPY": Decimal("0.5")})
+
+
+def test_a_zero_plain_limit_with_named_currencies_stays_zero() -> None:
+    settings = ApprovalSettings.from_env({"BILLSLEUTH_DAILY_CREDIT_LIMIT": "0,JPY:1000"})
+    assert (settings.daily_limit_for("USD"), settings.daily_limit_for("JPY")) == (
+        Decimal("0.00"),
+        Decimal("1000"),
+    )

@@ -46,7 +46,15 @@ def test_all_json_finds_every_injected_overcharge_and_nothing_else(seeded_db_url
     assert output["as_of"] == "2026-10-15"  # the latest invoice issue date in the ledger
     assert as_rows(output) == injected()
     for finding in output["findings"]:
-        assert set(finding) == {"customer_id", "invoice_id", "root_cause", "overcharge", "evidence"}
+        assert set(finding) == {
+            "customer_id",
+            "invoice_id",
+            "root_cause",
+            "overcharge",
+            "currency",
+            "evidence",
+        }
+        assert finding["currency"] == "USD"  # the seeded ledger is all USD; tests/test_currency.py mixes
         assert isinstance(finding["overcharge"], str) and Decimal(finding["overcharge"]) > 0
         assert finding["evidence"] and all(isinstance(e, str) for e in finding["evidence"])
         assert f"overcharge {finding['overcharge']}" in finding["evidence"][-1]
@@ -105,14 +113,20 @@ def test_the_table_is_readable_with_a_total_line(seeded_db_url: str) -> None:
     assert lines[2].split() == ["CUSTOMER", "INVOICE", "ROOT", "CAUSE", "OVERCHARGE"]
     assert "C-0011    INV-0011-03" in done.stdout and "timezone_change_date" in done.stdout
     expected_total = fmt(sum((Decimal(row[3]) for row in injected()), Decimal(0)))
-    assert lines[-1] == f"total: 80 findings on 80 customers, overcharge {expected_total}"
+    assert lines[-2:] == [
+        "total: 80 findings on 80 customers",
+        f"  USD: 80 findings, overcharge {expected_total} USD",
+    ]
 
 
 def test_one_customer_table_shows_the_evidence(seeded_db_url: str) -> None:
     done = billsleuth("audit", "C-0011")
     assert done.returncode == 0, done.stderr
     assert "    - INV-0011-03 billed 1438.44; the rules give 1412.42" in done.stdout
-    assert done.stdout.strip().splitlines()[-1] == "total: 1 finding on 1 customer, overcharge 26.02"
+    assert done.stdout.strip().splitlines()[-2:] == [
+        "total: 1 finding on 1 customer",
+        "  USD: 1 finding, overcharge 26.02 USD",
+    ]
 
 
 def test_the_command_upgrades_an_empty_database_and_reports_nothing(empty_db_url: str) -> None:

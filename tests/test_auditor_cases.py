@@ -147,7 +147,7 @@ def test_results_serialise_money_as_two_decimal_strings() -> None:
     s = scenario("coupon_not_applied")
     [finding] = audit_customer(ledger_of(s), BOOK, AS_OF)
     data = finding.as_json()
-    assert set(data) == {"customer_id", "invoice_id", "root_cause", "overcharge", "evidence"}
+    assert set(data) == {"customer_id", "invoice_id", "root_cause", "overcharge", "currency", "evidence"}
     assert data["overcharge"] == f"{finding.overcharge:.2f}" and isinstance(data["evidence"], list)
     answer = investigate(ledger_of(s), BOOK, AS_OF).as_json()
     assert answer["overcharge"] == data["overcharge"] and answer["expected_action"] == "credit_note"

@@ -16,7 +16,7 @@ from bot.cards.limits import (
     MAX_SECTION_TEXT,
     truncate,
 )
-from engine.money import fmt
+from engine.money import fmt, fmt_amount
 
 Block = dict[str, Any]
 
@@ -97,7 +97,8 @@ def quote(text: str, limit: int) -> str:
 
 
 def amount(value: Decimal, currency: str) -> str:
-    return f"{fmt(value)} {currency}"
+    """ "123.60 USD", "12000 JPY": every amount a card shows goes with its currency, in its decimals."""
+    return fmt_amount(value, currency)
 
 
 def signed(value: Decimal) -> str:

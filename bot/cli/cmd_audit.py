@@ -16,6 +16,7 @@ from bot.cli.common import CommandError, print_json
 
 if TYPE_CHECKING:
     from agent.audit_run import AuditReport
+    from agent.auditor import Finding
 
 
 def _day(text: str) -> date:
@@ -97,15 +98,17 @@ def _count(n: int, word: str) -> str:
 
 
 def _table(report: AuditReport, show_evidence: bool) -> str:
-    """A plain-text table, one finding a row (with its evidence for a single customer), and a total."""
-    from engine.money import fmt, total
+    """A plain-text table, one finding a row (with its evidence for a single customer), and the totals."""
+    from engine.money import fmt_amount
 
     findings = report.findings
     head = f"audit as of {report.as_of.isoformat()}: {_count(report.customers, 'customer')}"
     if not findings:
         return f"{head}, no invoice paid beyond the rules"
     rows = [("CUSTOMER", "INVOICE", "ROOT CAUSE", "OVERCHARGE")]
-    rows += [(f.customer_id, f.invoice_id, f.root_cause, fmt(f.overcharge)) for f in findings]
+    rows += [
+        (f.customer_id, f.invoice_id, f.root_cause, fmt_amount(f.overcharge, f.currency)) for f in findings
+    ]
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
 
     def render(row: tuple[str, str, str, str]) -> str:
@@ -118,6 +121,22 @@ def _table(report: AuditReport, show_evidence: bool) -> str:
         if show_evidence:
             lines += [f"    - {item}" for item in finding.evidence]
     customers = _count(len({f.customer_id for f in findings}), "customer")
-    overcharge = fmt(total(f.overcharge for f in findings))
-    lines += ["", f"total: {_count(len(findings), 'finding')} on {customers}, overcharge {overcharge}"]
+    lines += ["", f"total: {_count(len(findings), 'finding')} on {customers}", *_currency_totals(findings)]
     return "\n".join(lines)
+
+
+def _currency_totals(findings: list[Finding]) -> list[str]:
+    """One total per currency, never one sum across currencies; an overcharge the currency cannot
+    express (a fraction of a yen) is counted as it is, and said to be undraftable."""
+    from engine.money import expressible, fmt_amount, total
+
+    lines = []
+    for currency in sorted({f.currency for f in findings}):
+        mine = [f for f in findings if f.currency == currency]
+        overcharge = fmt_amount(total(f.overcharge for f in mine), currency)
+        line = f"  {currency}: {_count(len(mine), 'finding')}, overcharge {overcharge}"
+        odd = sum(not expressible(f.overcharge, currency) for f in mine)
+        if odd:
+            line += f" ({odd} not expressible in {currency}: no credit note can be drafted)"
+        lines.append(line)
+    return lines

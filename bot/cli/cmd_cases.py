@@ -51,6 +51,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     reject.set_defaults(handler=run_decide, decision="reject")
 
 
+def money_text(note: dict[str, Any]) -> str:
+    """A note's amount with its currency, "123.60 USD" or "12000 JPY" (JSON keeps the two-decimal string)."""
+    from decimal import Decimal
+
+    from engine.money import fmt_amount
+
+    return fmt_amount(Decimal(note["amount"]), note["currency"])
+
+
 def render_case(case: dict[str, Any]) -> str:
     lines = [f"{case['case_id']}  customer {case['customer_id'] or '?'}  status {case['status']}"]
     if case["findings"]:
@@ -62,7 +71,7 @@ def render_case(case: dict[str, Any]) -> str:
     if case["credit_note"]:
         n = case["credit_note"]
         lines.append(
-            f"  credit note {n['id']}: {n['amount']} on {n['invoice_id']}, {n['status']}"
+            f"  credit note {n['id']}: {money_text(n)} on {n['invoice_id']}, {n['status']}"
             f" (approvals {n['approvals']} of {n['needed']})"
         )
     if case["escalation_reason"]:
@@ -110,7 +119,8 @@ def run_list(args: argparse.Namespace) -> int:
         if not notes:
             return "No credit notes are waiting for a decision."
         rows = [
-            f"{n['id']}  {n['invoice_id']:<16} {n['amount']:>10}  approvals {n['approvals']} of {n['needed']}"
+            f"{n['id']}  {n['invoice_id']:<16} {money_text(n):>14}"
+            f"  approvals {n['approvals']} of {n['needed']}"
             f"  case {n['case_id']}  expires {n['expires_at'] or '-'}"
             for n in notes
         ]
