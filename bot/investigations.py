@@ -7,11 +7,13 @@ first, so a retried event, or one delivered to two bot processes, opens one case
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from agent.cases import CaseNotFound, CaseService
 from agent.intake import parse_complaint
 from agent.prompts import ask_for_customer
 from bot.cards import progress_message
@@ -21,6 +23,7 @@ from bot.grammar import parse_mention
 from bot.presenters import stopped_message
 from bot.progress import LiveProgress
 from bot.runtime import BotRuntime
+from engine.db import is_connection_error, wait_until_reachable
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +87,8 @@ async def investigate(
     )
     try:
         async with runtime.investigations:
-            case = await service.open_case(
+            open_it = functools.partial(
+                service.open_case,
                 request.words,
                 requester=request.requester,
                 customer_id=request.customer_id,
@@ -94,6 +98,7 @@ async def investigate(
                 on_progress=live.on_progress,
                 case_id=case_id,
             )
+            case = await _retrying_once_on_a_lost_connection(service, case_id, open_it)
     except Exception as error:
         revision = await live.finish()
         log.exception("investigation %s failed", case_id)
@@ -104,6 +109,25 @@ async def investigate(
     revision = await live.finish()
     await show_case_result(runtime, case, steps=live.steps, revision=revision)
     return case
+
+
+async def _retrying_once_on_a_lost_connection(
+    service: CaseService, case_id: str, open_it: Callable[[], Awaitable[dict[str, Any]]]
+) -> dict[str, Any]:
+    """Open the case; when a database connection is lost on the way (a Postgres restart ends them all),
+    run it once more on fresh ones, once the database answers again, instead of leaving it
+    `investigating`: from its last checkpoint when its row was written, else from the top."""
+    try:
+        return await open_it()
+    except Exception as error:
+        if not is_connection_error(error):
+            raise
+        log.warning("investigation %s lost its database connection (%s); running it again", case_id, error)
+    await wait_until_reachable(service.engine)  # a restarting server refuses connections for a while
+    try:
+        return await service.retry_interrupted(case_id)
+    except CaseNotFound:
+        return await open_it()
 
 
 def _first_view(case_id: str, request: CaseRequest) -> ProgressView:

