@@ -31,6 +31,11 @@ ASK_FOR_WORDS = (
     "What did the customer write? Mention me with their id and their words: `C-0007 <their words>`."
 )
 
+ALREADY_INVESTIGATING = (
+    "I'm already investigating this message, so the edit changes nothing. To start another case, mention "
+    "me in a new message."
+)
+
 
 @dataclass(frozen=True)
 class CaseRequest:
@@ -55,6 +60,14 @@ async def handle_mention(
         language = parse_complaint(mention.words).language
         ask = ask_for_customer(language) if mention.customer_id is None else ASK_FOR_WORDS
         await runtime.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=ask)
+        return None
+    # An edited mention is a new event on the same message: one message, one case. Claimed only once a
+    # case is to be opened, so a mention edited to add the missing customer id still opens one.
+    if not await runtime.claim(f"mention:{channel}:{event['ts']}"):
+        log.info("message %s:%s already has a case; ignoring its edit", channel, event["ts"])
+        await runtime.client.chat_postMessage(
+            channel=channel, thread_ts=thread_ts, text=ALREADY_INVESTIGATING
+        )
         return None
     request = CaseRequest(mention.customer_id, mention.words, user, channel, thread_ts)
     return await investigate(runtime, request, claim_key=event_id)
