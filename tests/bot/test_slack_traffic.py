@@ -105,3 +105,26 @@ async def test_a_bots_message_that_mentions_the_app_stays_ignored(
     await bot.settled()
     assert await count(bot, schema.cases) == 0
     assert slack.calls("chat.postMessage") == []
+
+
+async def test_event_types_the_app_does_not_handle_are_acknowledged_with_200(
+    slack: SlackRecorder, bot: RunningBot, client: SignedClient
+) -> None:
+    typed = slack.post_user_message(CHANNEL, "an ordinary message", user=SUPPORT)
+    unhandled = [
+        p.reaction_added("eyes", user=SUPPORT, channel=CHANNEL, item_ts=typed.ts),
+        p.channel_message("an ordinary message", user=SUPPORT, channel=CHANNEL),
+        p.channel_message("an edit", user=None, channel=CHANNEL, subtype="message_changed"),
+        p.view_closed({"callback_id": "some_other_modal", "title": None}, user=SUPPORT),
+    ]
+    for payload in unhandled:
+        answer = await client.send(payload)
+        assert answer.status == 200, (payload.get("event") or payload)["type"]
+
+    suggestion = p.block_suggestion(user=SUPPORT, action_id="customer_search", block_id="b1", value="Ac")
+    answer = await client.send(suggestion)
+    assert (answer.status, answer.json()) == (200, {"options": []})
+
+    await bot.settled()
+    assert await count(bot, schema.cases) == 0
+    assert slack.calls("chat.postMessage") == []
