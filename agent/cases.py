@@ -340,6 +340,15 @@ class CaseService:
         recovered += await self.settle_waiting_cases()
         return recovered
 
+    async def retry_interrupted(self, case_id: str) -> dict[str, Any]:
+        """Run a case again whose run failed part-way (say, on a connection a Postgres restart ended): from
+        its last checkpoint, or from the top when it has none. Returns the case JSON. A case that was
+        never recorded raises CaseNotFound: open it instead."""
+        row = await self.case_row(case_id)
+        state = await self.state_of(case_id)
+        await self._finish_interrupted(row, state.values, tuple(state.next or ()))
+        return await self.show_case(case_id)
+
     async def _finish_interrupted(self, row: Any, values: dict[str, Any], pending: tuple[str, ...]) -> bool:
         """Run an interrupted investigation to its end, unless a live process is running it right now."""
         async with self._case_lock(row.id, wait=False) as taken:

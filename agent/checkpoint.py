@@ -1,7 +1,10 @@
 """Graph checkpoints in Postgres: AsyncPostgresSaver on a psycopg AsyncConnectionPool.
 
 The pool is built inside the running event loop, with autocommit (setup() needs it), dict rows (the saver
-reads columns by name) and prepare_threshold=None (safe behind pgbouncer in transaction mode).
+reads columns by name) and prepare_threshold=None (safe behind pgbouncer in transaction mode). Each
+connection is checked as it leaves the pool (an empty query, a round trip): after a Postgres restart the
+pool still holds connections the server has ended, and without the check the next graph run gets one and
+fails with AdminShutdown. SQLAlchemy's pool does the same with `pool_pre_ping` (engine.db).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ async def open_checkpointer(libpq_url: str, max_size: int = 10) -> AsyncIterator
         min_size=1,
         max_size=max_size,
         kwargs={"autocommit": True, "row_factory": dict_row, "prepare_threshold": None},
+        check=AsyncConnectionPool.check_connection,  # a dead connection is replaced, not handed out
         open=False,
     )
     await pool.open(wait=True)

@@ -7,11 +7,13 @@ first, so a retried event, or one delivered to two bot processes, opens one case
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from agent.cases import CaseNotFound, CaseService
 from agent.intake import parse_complaint
 from agent.prompts import ask_for_customer
 from bot.cards import progress_message
@@ -21,11 +23,17 @@ from bot.grammar import parse_mention
 from bot.presenters import stopped_message
 from bot.progress import LiveProgress
 from bot.runtime import BotRuntime
+from engine.db import is_connection_error, wait_until_reachable
 
 log = logging.getLogger(__name__)
 
 ASK_FOR_WORDS = (
     "What did the customer write? Mention me with their id and their words: `C-0007 <their words>`."
+)
+
+ALREADY_INVESTIGATING = (
+    "I'm already investigating this message, so the edit changes nothing. To start another case, mention "
+    "me in a new message."
 )
 
 
@@ -52,6 +60,14 @@ async def handle_mention(
         language = parse_complaint(mention.words).language
         ask = ask_for_customer(language) if mention.customer_id is None else ASK_FOR_WORDS
         await runtime.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=ask)
+        return None
+    # An edited mention is a new event on the same message: one message, one case. Claimed only once a
+    # case is to be opened, so a mention edited to add the missing customer id still opens one.
+    if not await runtime.claim(f"mention:{channel}:{event['ts']}"):
+        log.info("message %s:%s already has a case; ignoring its edit", channel, event["ts"])
+        await runtime.client.chat_postMessage(
+            channel=channel, thread_ts=thread_ts, text=ALREADY_INVESTIGATING
+        )
         return None
     request = CaseRequest(mention.customer_id, mention.words, user, channel, thread_ts)
     return await investigate(runtime, request, claim_key=event_id)
@@ -84,7 +100,8 @@ async def investigate(
     )
     try:
         async with runtime.investigations:
-            case = await service.open_case(
+            open_it = functools.partial(
+                service.open_case,
                 request.words,
                 requester=request.requester,
                 customer_id=request.customer_id,
@@ -94,6 +111,7 @@ async def investigate(
                 on_progress=live.on_progress,
                 case_id=case_id,
             )
+            case = await _retrying_once_on_a_lost_connection(service, case_id, open_it)
     except Exception as error:
         revision = await live.finish()
         log.exception("investigation %s failed", case_id)
@@ -104,6 +122,25 @@ async def investigate(
     revision = await live.finish()
     await show_case_result(runtime, case, steps=live.steps, revision=revision)
     return case
+
+
+async def _retrying_once_on_a_lost_connection(
+    service: CaseService, case_id: str, open_it: Callable[[], Awaitable[dict[str, Any]]]
+) -> dict[str, Any]:
+    """Open the case; when a database connection is lost on the way (a Postgres restart ends them all),
+    run it once more on fresh ones, once the database answers again, instead of leaving it
+    `investigating`: from its last checkpoint when its row was written, else from the top."""
+    try:
+        return await open_it()
+    except Exception as error:
+        if not is_connection_error(error):
+            raise
+        log.warning("investigation %s lost its database connection (%s); running it again", case_id, error)
+    await wait_until_reachable(service.engine)  # a restarting server refuses connections for a while
+    try:
+        return await service.retry_interrupted(case_id)
+    except CaseNotFound:
+        return await open_it()
 
 
 def _first_view(case_id: str, request: CaseRequest) -> ProgressView:

@@ -72,3 +72,51 @@ def create_engine(libpq_url: str | None = None, **kwargs: object) -> AsyncEngine
         pool_pre_ping=True,
         **kwargs,  # type: ignore[arg-type]
     )
+
+
+# SQLSTATE classes of a lost or refused connection: 08 (connection exception) and 57P (the server shut
+# down, crashed, or is still starting). A statement timeout (57014) is not among them: running it again
+# would only time out again.
+_CONNECTION_LOST_SQLSTATES = ("08", "57P")
+
+
+def is_connection_error(error: BaseException) -> bool:
+    """True when `error`, or an error that led to it, is a database connection that was lost or refused
+    (a restart ends every connection with AdminShutdown): work that failed so is worth one more try on
+    a fresh connection. Errors the statement itself caused are not."""
+    import psycopg
+    from sqlalchemy.exc import DBAPIError
+
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, DBAPIError) and current.connection_invalidated:
+            return True
+        if isinstance(current, psycopg.OperationalError):
+            sqlstate = current.sqlstate  # None: the socket broke, no server message came
+            if sqlstate is None or sqlstate.startswith(_CONNECTION_LOST_SQLSTATES):
+                return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+async def wait_until_reachable(engine: AsyncEngine, timeout: float = 30.0, interval: float = 0.5) -> bool:
+    """Wait until the database answers a query again (a restarting server refuses connections for a
+    few seconds); False when it still does not after `timeout` seconds."""
+    import asyncio
+
+    from sqlalchemy import text
+    from sqlalchemy.exc import DBAPIError
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        try:
+            async with engine.connect() as conn:
+                await conn.execute(text("SELECT 1"))
+            return True
+        except DBAPIError as error:
+            if not is_connection_error(error) or loop.time() >= deadline:
+                return False
+        await asyncio.sleep(interval)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from slack_bolt.async_app import AsyncApp
 
-from bot.listeners import actions, commands, events, shortcuts, views
+from bot.listeners import actions, commands, events, fallback, shortcuts, views
 
 
 def register_listeners(app: AsyncApp) -> None:
@@ -14,3 +14,4 @@ def register_listeners(app: AsyncApp) -> None:
     commands.register(app)
     shortcuts.register(app)
     views.register(app)
+    fallback.register(app)  # last: it takes only what the listeners above left

@@ -8,6 +8,7 @@ plain form.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import itertools
@@ -128,10 +129,13 @@ def app_mention(
     ts: str | None = None,
     thread_ts: str | None = None,
     event_id: str | None = None,
+    subtype: str | None = None,
     workspace: Workspace = DEMO,
 ) -> dict[str, Any]:
     """An `app_mention` event_callback. `text` is the raw message text: write the mention as `<@BOTID>`
-    (see `mention_text`). Give `thread_ts` when the mention was typed inside a thread."""
+    (see `mention_text`). Give `thread_ts` when the mention was typed inside a thread, and `subtype` for
+    a message of another kind that mentions the app: `thread_broadcast` (a thread reply also sent to the
+    channel; give `thread_ts`), `file_share` (a message with a file attached)."""
     ts = ts or new_ts()
     event: dict[str, Any] = {
         "client_msg_id": secrets.token_hex(16),
@@ -145,14 +149,41 @@ def app_mention(
     }
     if thread_ts:
         event["thread_ts"] = thread_ts
+    if subtype:
+        event["subtype"] = subtype
+    if subtype == "file_share":
+        event["upload"] = False
+        event["files"] = [{"id": f"F{next(_sequence):08d}", "name": "invoice.pdf", "filetype": "pdf"}]
+    return event_callback(event, event_id=event_id, workspace=workspace)
+
+
+def edited_mention(original: Mapping[str, Any], text: str, *, at: str | None = None) -> dict[str, Any]:
+    """What Slack sends when the author edits a message that mentions the app: the `app_mention` again,
+    as a new event (its own event_id), on the same message (the same `ts`), with the new text and an
+    `edited` field naming who edited it and when."""
+    edited_at = at or new_ts()
+    event = {
+        **dict(original["event"]),
+        "text": text,
+        "edited": {"user": original["event"]["user"], "ts": edited_at},
+        "event_ts": edited_at,
+    }
+    return {**dict(original), "event": event, "event_id": new_event_id(), "event_time": int(float(edited_at))}
+
+
+def event_callback(
+    event: Mapping[str, Any], *, event_id: str | None = None, workspace: Workspace = DEMO
+) -> dict[str, Any]:
+    """The Events API envelope around `event` (any type: app_mention, reaction_added, message, …)."""
+    channel = event.get("channel") or (event.get("item") or {}).get("channel") or ""
     return {
         "token": "unused-verification-token",
         "team_id": workspace.team_id,
         "api_app_id": workspace.api_app_id,
-        "event": event,
+        "event": dict(event),
         "type": "event_callback",
         "event_id": event_id or new_event_id(),
-        "event_time": int(float(ts)),
+        "event_time": int(float(event.get("event_ts") or time.time())),
         "authorizations": [
             {
                 "enterprise_id": None,
@@ -163,8 +194,59 @@ def app_mention(
             }
         ],
         "is_ext_shared_channel": False,
-        "event_context": f"4-eyJldCI6ImFwcF9tZW50aW9uIn0-{workspace.team_id}-{channel}",
+        "event_context": f"4-{_event_type_token(str(event.get('type')))}-{workspace.team_id}-{channel}",
     }
+
+
+def _event_type_token(event_type: str) -> str:
+    """The opaque middle of Slack's event_context: base64url of `{"et":"<type>"}`, unpadded."""
+    raw = json.dumps({"et": event_type}, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def reaction_added(
+    reaction: str, *, user: str, channel: str, item_ts: str, workspace: Workspace = DEMO
+) -> dict[str, Any]:
+    """Someone added an emoji reaction to a message."""
+    ts = new_ts()
+    event = {
+        "type": "reaction_added",
+        "user": user,
+        "reaction": reaction,
+        "item": {"type": "message", "channel": channel, "ts": item_ts},
+        "item_user": user,
+        "event_ts": ts,
+    }
+    return event_callback(event, workspace=workspace)
+
+
+def channel_message(
+    text: str,
+    *,
+    user: str | None,
+    channel: str,
+    subtype: str | None = None,
+    bot_id: str | None = None,
+    workspace: Workspace = DEMO,
+) -> dict[str, Any]:
+    """A `message` event in a channel (`message.channels`): a person's, or with `bot_id` a bot's."""
+    ts = new_ts()
+    event: dict[str, Any] = {
+        "type": "message",
+        "text": text,
+        "ts": ts,
+        "team": workspace.team_id,
+        "channel": channel,
+        "event_ts": ts,
+        "channel_type": "channel",
+    }
+    if user:
+        event["user"] = user
+    if subtype:
+        event["subtype"] = subtype
+    if bot_id:
+        event["bot_id"] = bot_id
+    return event_callback(event, workspace=workspace)
 
 
 def mention_text(words: str, workspace: Workspace = DEMO) -> str:
@@ -330,6 +412,57 @@ def view_submission(
         "response_urls": [],
         "is_enterprise_install": False,
         "enterprise": None,
+    }
+
+
+def view_closed(view: Mapping[str, Any], *, user: str, workspace: Workspace = DEMO) -> dict[str, Any]:
+    """A modal closed with its Cancel button or ×, sent when the view asked for it (`notify_on_close`)."""
+    closed = {
+        "id": str(view.get("id") or f"V{next(_sequence):08d}"),
+        "team_id": workspace.team_id,
+        "type": "modal",
+        "blocks": list(view.get("blocks") or []),
+        "private_metadata": view.get("private_metadata", ""),
+        "callback_id": view.get("callback_id", ""),
+        "state": {"values": {}},
+        "hash": f"{int(time.time())}.{secrets.token_hex(4)}",
+        "title": view.get("title"),
+        "clear_on_close": False,
+        "notify_on_close": True,
+        "close": view.get("close"),
+        "submit": view.get("submit"),
+        "app_id": workspace.api_app_id,
+        "bot_id": workspace.bot_id,
+    }
+    return {
+        "type": "view_closed",
+        "team": _team(workspace),
+        "user": _user(user, workspace),
+        "api_app_id": workspace.api_app_id,
+        "token": "unused-verification-token",
+        "view": closed,
+        "is_cleared": False,
+        "is_enterprise_install": False,
+        "enterprise": None,
+    }
+
+
+def block_suggestion(
+    *, user: str, action_id: str, block_id: str, value: str, workspace: Workspace = DEMO
+) -> dict[str, Any]:
+    """An external select asking for its options as the user types `value` (an options load request)."""
+    return {
+        "type": "block_suggestion",
+        "user": _user(user, workspace),
+        "container": {"type": "view", "view_id": f"V{next(_sequence):08d}"},
+        "api_app_id": workspace.api_app_id,
+        "token": "unused-verification-token",
+        "action_id": action_id,
+        "block_id": block_id,
+        "value": value,
+        "team": _team(workspace),
+        "enterprise": None,
+        "is_enterprise_install": False,
     }
 
 
