@@ -216,6 +216,7 @@ activity_log = Table(
     Column("details", JSONB, nullable=False, server_default="{}"),
     Column("prev_hash", Text, nullable=False),
     Column("hash", Text, nullable=False),
+    Index("ix_activity_log_action_at", "action", "at"),
 )
 
 # The chain's one head row: appends lock it (serialising them) and move it to the row they add.

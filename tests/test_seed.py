@@ -4,6 +4,8 @@ ledger someone else wrote is not wiped without --force."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 
 import psycopg
@@ -11,8 +13,10 @@ import pytest
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from approvals.limits import issued_today
 from bot.cli import main as cli
 from engine import schema as t
+from engine.db import create_engine
 from engine.diff import check_ledger
 from engine.ledger import load_ledgers, load_price_book
 from scenarios.generator import AS_OF, DEFAULT_SCENARIOS_DIR, DEFAULT_SEED, generate
@@ -158,6 +162,13 @@ async def test_a_database_holding_an_issued_note_is_not_reseeded_without_force(
 
     await seed_database(seeded_db_url, 3, tmp_path, force=True, actor="auditor-joe")
     assert _count(seeded_db_url, "credit_notes") == 0
+    # The note left today: erasing its row must not hand the daily credit limit back.
+    engine = create_engine(seeded_db_url)
+    async with engine.connect() as conn:
+        now = datetime.now(UTC)
+        assert await issued_today(conn, now) == Decimal("174.90")
+        assert await issued_today(conn, now + timedelta(days=1)) == Decimal("0.00")
+    await engine.dispose()
     assert _actions(seeded_db_url) == ["credit_note.issued", "ledger.reseeded"]
     with psycopg.connect(seeded_db_url) as conn:
         row = conn.execute(
