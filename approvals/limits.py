@@ -135,12 +135,32 @@ def utc_day(now: datetime) -> tuple[datetime, datetime]:
 
 async def issued_during(conn: AsyncConnection, start: datetime, end: datetime, currency: str) -> Decimal:
     """Credit issued in `currency` in [start, end), across all invoices: what that currency's daily
-    budget has spent. Amounts in different currencies are never added together."""
+    budget has spent. Amounts in different currencies are never added together.
+
+    Notes a forced reseed erased still count: their `ledger.reseeded` activity row lists them."""
     notes = t.credit_notes.c
     query = select(func.coalesce(func.sum(notes.amount), ZERO)).where(
         notes.status == "issued", notes.issued_at >= start, notes.issued_at < end, notes.currency == currency
     )
-    return Decimal((await conn.execute(query)).scalar_one())
+    standing = Decimal((await conn.execute(query)).scalar_one())
+    return standing + await _erased_by_reseeds(conn, start, end, currency)
+
+
+# A reseed happens after the notes it erased were issued, so only reseeds since `start` can list any.
+_ERASED_ISSUED = text(
+    """
+    SELECT coalesce(sum((note->>'amount')::numeric), 0)
+    FROM activity_log AS a, jsonb_array_elements(a.details->'erased_issued') AS note
+    WHERE a.action = 'ledger.reseeded' AND a.at >= :start
+      AND (note->>'issued_at')::timestamptz >= :start AND (note->>'issued_at')::timestamptz < :end
+      AND note->>'currency' = :currency
+    """
+)
+
+
+async def _erased_by_reseeds(conn: AsyncConnection, start: datetime, end: datetime, currency: str) -> Decimal:
+    window = {"start": start, "end": end, "currency": currency}
+    return Decimal((await conn.execute(_ERASED_ISSUED, window)).scalar_one())
 
 
 async def issued_today(conn: AsyncConnection, now: datetime, currency: str) -> Decimal:

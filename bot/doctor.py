@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from sqlalchemy import func, select, text
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 Level = Literal["ok", "warn", "fail"]
 MARK = {"ok": "✓", "warn": "!", "fail": "✗"}
@@ -52,6 +53,7 @@ async def check_database() -> list[Check]:
         checks.append(Check("schema", "ok", f"at {head}"))
     engine = create_engine(url)
     try:
+        chain = await check_activity_chain(engine, current=revision == head)
         async with engine.connect() as conn:
             has_checkpoints = (await conn.execute(text("SELECT to_regclass('public.checkpoints')"))).scalar()
             n_customers = (
@@ -78,7 +80,26 @@ async def check_database() -> list[Check]:
             "ledger", "ok" if n_customers else "warn", ledger, "" if n_customers else "run `billsleuth seed`"
         )
     )
-    return checks
+    return [*checks, chain]
+
+
+async def check_activity_chain(engine: AsyncEngine, *, current: bool) -> Check:
+    """`billsleuth activity verify`: the log's hash chain, recomputed."""
+    from approvals.activity import verify_chain
+
+    if not current:
+        return Check(
+            "activity log", "warn", "not verified: the schema is behind", "run `billsleuth db upgrade`"
+        )
+    report = await verify_chain(engine)
+    if report.intact:
+        return Check("activity log", "ok", report.line())
+    return Check(
+        "activity log",
+        "fail",
+        report.line(),
+        "the log was changed around its triggers: compare with an earlier `billsleuth activity export`",
+    )
 
 
 async def check_slack() -> list[Check]:

@@ -20,6 +20,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     func,
+    true,
 )
 from sqlalchemy.dialects.postgresql import JSONB, TIMESTAMP
 
@@ -204,6 +205,7 @@ audit_log = Table(
 activity_log = Table(
     "activity_log",
     metadata,
+    # id, prev_hash and hash are set by the database's BEFORE INSERT trigger (migration 0003): never set them.
     Column("id", BigInteger, primary_key=True, autoincrement=True),
     Instant("at", nullable=False, server_default=func.now()),
     Column("actor_type", Text, nullable=False),
@@ -212,6 +214,18 @@ activity_log = Table(
     Column("entity_type", Text, nullable=False),
     Column("entity_id", Text, nullable=False),
     Column("details", JSONB, nullable=False, server_default="{}"),
+    Column("prev_hash", Text, nullable=False),
+    Column("hash", Text, nullable=False),
+    Index("ix_activity_log_action_at", "action", "at"),
+)
+
+# The chain's one head row: appends lock it (serialising them) and move it to the row they add.
+activity_log_head = Table(
+    "activity_log_head",
+    metadata,
+    Column("one", Boolean, primary_key=True, server_default=true()),
+    Column("last_id", BigInteger),
+    Column("last_hash", Text, nullable=False),
 )
 
 cases = Table(

@@ -1,21 +1,23 @@
 """Rebuild the demo dataset: price book, 100 scenario ledgers, and their ground-truth files.
 
-Everything in the database is replaced in one transaction: the ledger and everything that hangs off it
-(credit notes, their requests and approvals, cases, the audit and activity logs, Slack event ids). A
-database someone else filled is refused unless forced; one this seeder filled before (dataset_info
-seeded_by = billsleuth) is simply rebuilt.
+Everything the dataset owns is replaced in one transaction: the ledger and everything that hangs off it
+(credit notes, their requests and approvals, cases, the audit log, Slack event ids). Refused unless forced:
+a database someone else filled (dataset_info seeded_by is not billsleuth), and one holding an issued
+credit note (money that left; erasing it would also reset what counts as issued today).
 
-activity_log is append-only through a row-level trigger on UPDATE and DELETE. A full reset empties it
-with TRUNCATE, which row-level triggers do not see: that is deliberate. Wiping the whole dataset is the
-one operation allowed to drop the history, and it happens in the same transaction as the rebuild, so the
-log never describes a ledger that no longer exists.
+The activity log is never erased, forced or not: it is append-only (the database refuses TRUNCATE too)
+and outlives any ledger. A reseed that erases anything appends a `ledger.reseeded` row naming who, the
+seed, how many rows of each table went, and every issued note erased (id, amount, currency, issued_at), so
+the daily credit limit still counts credit issued today before the reseed (approvals.limits).
 
 Sequences (credit note and case numbers) are not restarted: graph checkpoints are keyed by case id and
-live outside this reset, so reusing a case number could resume a stale thread.
+live outside this reset, so reusing a case number could resume a stale thread; and the log keeps naming
+the erased notes, so their numbers stay theirs.
 """
 
 from __future__ import annotations
 
+import getpass
 import shutil
 import tempfile
 from collections import Counter
@@ -25,6 +27,7 @@ from pathlib import Path
 from sqlalchemy import Table, func, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from approvals import activity
 from engine import schema as t
 from engine.db import create_engine
 from scenarios.faults import INJECTORS
@@ -40,7 +43,6 @@ DATASET_TABLES: tuple[Table, ...] = (
     t.credit_notes,
     t.cases,
     t.audit_log,
-    t.activity_log,
     t.slack_events,
     t.payments,
     t.invoice_lines,
@@ -55,8 +57,16 @@ DATASET_TABLES: tuple[Table, ...] = (
 )
 
 
-class ForeignDatabaseError(RuntimeError):
+class ReseedRefused(RuntimeError):
+    """Reseeding would erase something that needs force (the message is one line naming it)."""
+
+
+class ForeignDatabaseError(ReseedRefused):
     """The database holds a ledger this seeder did not write; replacing it needs force."""
+
+
+class IssuedCreditNotesError(ReseedRefused):
+    """The database holds issued credit notes; erasing them needs force."""
 
 
 @dataclass(frozen=True)
@@ -94,8 +104,17 @@ async def seeded_by(conn: AsyncConnection) -> str | None:
 
 
 async def check_replaceable(conn: AsyncConnection, force: bool) -> None:
-    """Refuse to wipe a ledger someone else wrote (an empty database or our own is fine)."""
-    if force or await seeded_by(conn) == SEEDED_BY:
+    """Refuse to wipe issued credit notes, or a ledger someone else wrote (empty or our own is fine)."""
+    if force:
+        return
+    issued = await issued_notes(conn)
+    if issued:
+        shown = ", ".join(note["id"] for note in issued[:3]) + (", …" if len(issued) > 3 else "")
+        raise IssuedCreditNotesError(
+            f"this database holds {len(issued)} issued credit note(s) ({shown}); reseeding would erase "
+            "them; use --force (force=True) to reseed anyway (the activity log is kept)"
+        )
+    if await seeded_by(conn) == SEEDED_BY:
         return
     # Every other ledger row hangs off a customer, so customers tell whether there is a ledger at all.
     customers = (await conn.execute(select(func.count()).select_from(t.customers))).scalar_one()
@@ -106,16 +125,40 @@ async def check_replaceable(conn: AsyncConnection, force: bool) -> None:
         )
 
 
+async def issued_notes(conn: AsyncConnection) -> list[dict[str, object]]:
+    notes = t.credit_notes.c
+    query = (
+        select(notes.id, notes.invoice_id, notes.amount, notes.currency, notes.issued_at)
+        .where(notes.status == "issued")
+        .order_by(notes.id)
+    )
+    return [dict(row._mapping) for row in await conn.execute(query)]
+
+
+async def row_counts(conn: AsyncConnection) -> dict[str, int]:
+    """How many rows each dataset table holds (the ones holding any): what a wipe would erase."""
+    counts = {}
+    for table in DATASET_TABLES:
+        n = (await conn.execute(select(func.count()).select_from(table))).scalar_one()
+        if n:
+            counts[table.name] = n
+    return counts
+
+
 async def wipe(conn: AsyncConnection) -> None:
     names = ", ".join(f'"{table.name}"' for table in DATASET_TABLES)
     await conn.execute(text(f"TRUNCATE TABLE {names} CASCADE"))
 
 
-async def reseed(conn: AsyncConnection, scenarios: list[Scenario], seed: int, force: bool = False) -> None:
-    """Inside the caller's transaction: check, wipe, write the price book, ledgers and dataset_info."""
+async def reseed(
+    conn: AsyncConnection, scenarios: list[Scenario], seed: int, force: bool = False, actor: str | None = None
+) -> None:
+    """Inside the caller's transaction: check, wipe, write the price book, ledgers and dataset_info, and
+    put the reseed on record when it erased anything."""
     # Two seeders at once would otherwise both pass the check and interleave their rebuilds.
     await conn.execute(select(func.pg_advisory_xact_lock(func.hashtext("billsleuth.seed"))))
     await check_replaceable(conn, force)
+    erased, erased_issued = await row_counts(conn), await issued_notes(conn)
     await wipe(conn)
     await write_price_book(conn)
     await write_ledgers(conn, [scenario.ledger for scenario in scenarios])
@@ -127,6 +170,17 @@ async def reseed(conn: AsyncConnection, scenarios: list[Scenario], seed: int, fo
             {"key": "as_of", "value": AS_OF.isoformat()},
         ],
     )
+    if erased:  # seeding an empty database erases nothing and leaves the log as it was
+        details = {"seed": seed, "forced": force, "erased": erased, "erased_issued": erased_issued}
+        actor_id = actor or os_user()
+        await activity.record(conn, activity.USER, actor_id, "ledger.reseeded", "dataset", str(seed), details)
+
+
+def os_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
 
 
 def _stage(directory: Path, scenarios: list[Scenario]) -> Path:
@@ -157,18 +211,21 @@ async def seed_database(
     seed: int = DEFAULT_SEED,
     scenarios_dir: Path | None = None,
     force: bool = False,
+    actor: str | None = None,
 ) -> SeedResult:
     """Rebuild the dataset for `seed` in one transaction; then put S001.json … in scenarios_dir (if given).
 
     The files are written to a staging directory first, so a failure on either side leaves the old
-    database and the old files as they were. Raises ForeignDatabaseError for someone else's ledger.
+    database and the old files as they were. Raises ReseedRefused (ForeignDatabaseError for someone
+    else's ledger, IssuedCreditNotesError for issued notes) unless forced. `actor` (default: the OS user)
+    is who the `ledger.reseeded` row names.
     """
     scenarios = generate(seed)
     staging = _stage(scenarios_dir, scenarios) if scenarios_dir is not None else None
     engine = create_engine(libpq_url)
     try:
         async with engine.begin() as conn:
-            await reseed(conn, scenarios, seed, force)
+            await reseed(conn, scenarios, seed, force, actor)
     except BaseException:
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)

@@ -35,6 +35,26 @@ async def test_doctor_reports_what_to_fix_and_passes_when_configured(seeded_db_u
         ready = await asyncio.to_thread(doctor, env)
         assert ready.returncode == 0, ready.stdout
         assert "✓ slack auth.test" in ready.stdout and "100 customers" in ready.stdout
+        assert "✓ activity log: 0 rows, chain intact" in ready.stdout
         assert slack.calls("auth.test")
         wrong_token = await asyncio.to_thread(doctor, {**env, "SLACK_BOT_TOKEN": "xoxb-wrong"})
         assert wrong_token.returncode == 1 and "auth.test" in wrong_token.stdout
+
+
+def test_doctor_fails_on_a_broken_activity_chain(db_url: str) -> None:
+    import psycopg
+
+    with psycopg.connect(db_url) as conn:
+        for entity in ("K-1", "K-2"):
+            conn.execute(
+                "INSERT INTO activity_log (actor_type, actor_id, action, entity_type, entity_id) "
+                "VALUES ('user', 'U1', 'case.opened', 'case', %s)",
+                (entity,),
+            )
+    with psycopg.connect(db_url) as conn:
+        conn.execute("SET session_replication_role = replica")  # around the append-only trigger
+        conn.execute("UPDATE activity_log SET actor_id = 'U0MALLORY' WHERE id = 1")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "OPENAI_", "BILLSLEUTH_"))}
+    result = doctor({**env, "DATABASE_URL": db_url})
+    assert result.returncode == 1
+    assert "✗ activity log: 2 rows, chain broken at row 1" in result.stdout

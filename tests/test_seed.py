@@ -4,6 +4,8 @@ ledger someone else wrote is not wiped without --force."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 
 import psycopg
@@ -11,12 +13,14 @@ import pytest
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from approvals.limits import issued_today
 from bot.cli import main as cli
 from engine import schema as t
+from engine.db import create_engine
 from engine.diff import check_ledger
 from engine.ledger import load_ledgers, load_price_book
 from scenarios.generator import AS_OF, DEFAULT_SCENARIOS_DIR, DEFAULT_SEED, generate
-from scenarios.seed import ForeignDatabaseError, seed_database
+from scenarios.seed import ForeignDatabaseError, ReseedRefused, seed_database
 from scenarios.store import subscription_snapshot
 
 
@@ -112,8 +116,10 @@ async def test_reseeding_our_own_database_replaces_everything(seeded_db_url: str
     (tmp_path / "S999.json").write_text("{}")
     (tmp_path / "notes.txt").write_text("keep me")
     result = await seed_database(seeded_db_url, 3, tmp_path)
-    for table in ("cases", "activity_log", "audit_log", "credit_notes"):
+    for table in ("cases", "audit_log", "credit_notes"):
         assert _count(seeded_db_url, table) == 0, table
+    # The history stays: the scribbled row, then the reseed itself.
+    assert _actions(seeded_db_url) == ["opened", "ledger.reseeded"]
     assert sorted(p.name for p in tmp_path.glob("S*.json")) == [f"S{i:03d}.json" for i in range(1, 101)]
     assert (tmp_path / "notes.txt").read_text() == "keep me"
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging left behind
@@ -122,6 +128,85 @@ async def test_reseeding_our_own_database_replaces_everything(seeded_db_url: str
     assert result.scenarios == 100 and result.seed == 3 and len(result.files) == 100
     with psycopg.connect(seeded_db_url) as conn:
         assert conn.execute("SELECT value FROM dataset_info WHERE key = 'seed'").fetchone() == ("3",)
+
+
+def _actions(url: str) -> list[str]:
+    with psycopg.connect(url) as conn:
+        return [r[0] for r in conn.execute("SELECT action FROM activity_log ORDER BY id")]
+
+
+def _issue_a_note(url: str) -> None:
+    """An issued credit note: money that left, recorded as such."""
+    with psycopg.connect(url) as conn:
+        conn.execute(
+            "INSERT INTO credit_notes (id, invoice_id, amount, reason, status, issued_at) "
+            "VALUES ('CN-0001', 'INV-0001-05', 174.90, 'duplicate', 'issued', now())"
+        )
+        conn.execute(
+            "INSERT INTO activity_log (actor_type, actor_id, action, entity_type, entity_id, details) "
+            "VALUES ('system', 'billsleuth', 'credit_note.issued', 'credit_note', 'CN-0001', "
+            '\'{"amount": "174.90"}\')'
+        )
+
+
+async def test_a_database_holding_an_issued_note_is_not_reseeded_without_force(
+    seeded_db_url: str, tmp_path: Path
+) -> None:
+    _issue_a_note(seeded_db_url)
+    with pytest.raises(ReseedRefused) as refused:
+        await seed_database(seeded_db_url, 3, tmp_path)
+    message = str(refused.value)
+    assert "\n" not in message and "issued" in message and "CN-0001" in message and "--force" in message
+    assert _count(seeded_db_url, "credit_notes") == 1  # untouched
+    assert list(tmp_path.iterdir()) == []
+
+    await seed_database(seeded_db_url, 3, tmp_path, force=True, actor="auditor-joe")
+    assert _count(seeded_db_url, "credit_notes") == 0
+    # The note left today: erasing its row must not hand the daily credit limit back.
+    engine = create_engine(seeded_db_url)
+    async with engine.connect() as conn:
+        now = datetime.now(UTC)
+        assert await issued_today(conn, now, "USD") == Decimal("174.90")
+        assert await issued_today(conn, now + timedelta(days=1), "USD") == Decimal("0.00")
+    await engine.dispose()
+    assert _actions(seeded_db_url) == ["credit_note.issued", "ledger.reseeded"]
+    with psycopg.connect(seeded_db_url) as conn:
+        row = conn.execute(
+            "SELECT actor_type, actor_id, entity_type, entity_id, details FROM activity_log "
+            "WHERE action = 'ledger.reseeded'"
+        ).fetchone()
+    assert row is not None
+    actor_type, actor_id, entity_type, entity_id, details = row
+    assert (actor_type, actor_id, entity_type, entity_id) == ("user", "auditor-joe", "dataset", "3")
+    assert details["seed"] == 3 and details["forced"] is True
+    assert details["erased"]["credit_notes"] == 1 and details["erased"]["customers"] == 100
+    assert details["erased_issued"] == [
+        {
+            "id": "CN-0001",
+            "invoice_id": "INV-0001-05",
+            "amount": "174.90",
+            "currency": "USD",
+            "issued_at": details["erased_issued"][0]["issued_at"],
+        }
+    ]
+
+
+def test_cli_refuses_to_erase_an_issued_note_unless_forced(
+    seeded_db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _issue_a_note(seeded_db_url)
+    with pytest.raises(SystemExit) as exited:
+        cli(["seed", "--scenarios", str(tmp_path)])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("billsleuth: error: ") and "--force" in err and "\n" not in err
+    assert _count(seeded_db_url, "credit_notes") == 1
+    assert cli(["seed", "--scenarios", str(tmp_path), "--force"]) == 0
+    assert _count(seeded_db_url, "credit_notes") == 0
+    assert _actions(seeded_db_url) == ["credit_note.issued", "ledger.reseeded"]
+    capsys.readouterr()
+    assert cli(["activity", "verify"]) == 0
+    assert capsys.readouterr().out.strip() == "2 rows, chain intact"
 
 
 def _foreign_ledger(url: str) -> None:

@@ -7,7 +7,10 @@ import argparse
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
-        "demo", help="the whole Slack flow locally: mentions, cards, approvals, a rejection"
+        "demo",
+        help="the whole Slack flow locally: mentions, cards, approvals, a rejection",
+        description="Plays the Slack flow in a database of its own on the same server (<database>_demo), "
+        "reseeded each run, so it never touches the ledger, credit notes or activity log at DATABASE_URL.",
     )
     parser.set_defaults(handler=run)
 
@@ -17,19 +20,18 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from agent.checkpoint import setup_checkpointer
-    from bot.cli.common import CommandError, ready_database
+    from bot.cli.common import os_user, ready_database
     from bot.demo import run_demo
+    from engine import migrate
     from engine.db import home
-    from scenarios.seed import ForeignDatabaseError, seed_database
+    from scenarios.seed import seed_database
 
-    url = ready_database()
-    scenarios_dir = home() / "scenarios"
-    try:
-        result = asyncio.run(seed_database(url, scenarios_dir=scenarios_dir))
-    except ForeignDatabaseError as error:
-        raise CommandError(
-            f"{error} (the demo reseeds its own dataset; point DATABASE_URL elsewhere)"
-        ) from None
+    url = demo_database(ready_database())
+    migrate.ensure_current(url)
+    scenarios_dir = home() / "demo" / "scenarios"
+    # The demo's own database: its notes are the previous demo run's, so reseeding them is expected.
+    # Forced or not, its activity log is kept and the reseed appended to it.
+    result = asyncio.run(seed_database(url, scenarios_dir=scenarios_dir, force=True, actor=os_user()))
     print(result.summary())
     scenarios = [
         json.loads(path.read_text(encoding="utf-8")) for path in sorted(scenarios_dir.glob("S*.json"))
@@ -41,3 +43,29 @@ def run(args: argparse.Namespace) -> int:
 
     asyncio.run(go())
     return 0
+
+
+def demo_database(url: str) -> str:
+    """`<database>_demo` on the same server, created when missing: the demo's, never the user's data."""
+    import psycopg
+    from psycopg import sql
+    from sqlalchemy.engine import make_url
+
+    from bot.cli.common import CommandError
+    from engine.db import with_database
+
+    libpq = url.replace("postgres://", "postgresql://", 1)
+    name = f"{make_url(libpq).database or 'postgres'}"[:58] + "_demo"
+    try:
+        with psycopg.connect(libpq, autocommit=True) as conn:
+            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+            if exists is None:
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    except psycopg.errors.DuplicateDatabase:
+        pass  # another demo created it meanwhile
+    except psycopg.errors.InsufficientPrivilege as error:
+        raise CommandError(
+            f"the demo runs in a database of its own ({name}) and cannot create it: "
+            f"{str(error).strip().splitlines()[0]}; create it, or grant CREATEDB"
+        ) from None
+    return with_database(libpq, name)
