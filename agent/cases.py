@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 
 ProgressCallback = Callable[[dict[str, Any]], None]
 WAITING_NODE = "await_approval"
+QUEUED = "queued"
+UNFINISHED_STATUSES = (QUEUED, "investigating")  # what recovery picks up after a stop
 FINISHED_STATUSES = (
     "needs_customer",
     "explained",
@@ -79,6 +81,40 @@ class CaseService:
         number = (await conn.execute(select(func.nextval("case_number")))).scalar_one()
         return f"CASE-{number:04d}"
 
+    async def register_case(
+        self,
+        conn: AsyncConnection,
+        question: str,
+        *,
+        requester: str,
+        customer_id: str | None = None,
+        channel: str | None = None,
+        thread_ts: str | None = None,
+        status: str = QUEUED,
+    ) -> str:
+        """Record a new case on the caller's connection and return its id: `queued` until an
+        investigation slot runs it. Written in the transaction that claims the request (a Slack event),
+        so a claimed request always has its case, and recovery finds it whatever stops the process."""
+        question = question.strip()
+        if not question:
+            raise ValueError("the complaint is empty: say what the customer wrote")
+        case_id = await self.new_case_id(conn)
+        await conn.execute(
+            insert(schema.cases).values(
+                id=case_id,
+                customer_id=customer_id,
+                question=question,
+                requester=requester,
+                status=status,
+                channel=channel,
+                thread_ts=thread_ts,
+            )
+        )
+        await activity.record(
+            conn, "user", requester, "case.opened", "case", case_id, {"customer_id": customer_id}
+        )
+        return case_id
+
     async def open_case(
         self,
         question: str,
@@ -91,39 +127,27 @@ class CaseService:
         on_progress: ProgressCallback | None = None,
         case_id: str | None = None,
     ) -> dict[str, Any]:
-        """Record the case, run the investigation to its end or its pause, and return the case JSON.
+        """Run a case's investigation to its end or its pause, and return the case JSON.
 
+        `case_id`: a case registered earlier (queued); without one the case is recorded here. A queued
+        case some other run has already taken up (recovery, another process) is not run again.
         `channel`, `thread_ts`, `message_ts`: where the case lives in Slack (its thread, and the message
         that shows its progress and then its card), recorded with the case so any process can find it."""
-        question = question.strip()
-        if not question:
-            raise ValueError("the complaint is empty: say what the customer wrote")
-        case_id = case_id or await self.new_case_id()
+        if case_id is None:
+            async with self.engine.begin() as conn:
+                case_id = await self.register_case(
+                    conn, question, requester=requester, customer_id=customer_id, channel=channel,
+                    thread_ts=thread_ts,
+                )  # fmt: skip
         initial: CaseState = {
             "case_id": case_id,
             "customer_id": customer_id,
-            "question": question,
+            "question": question.strip(),
             "requester": requester,
         }
-        # The lock is taken before the row exists, so a restarting bot's recovery, which only try-locks
-        # cases it sees investigating, can never run this one a second time.
         async with self._case_lock(case_id):
-            async with self.engine.begin() as conn:
-                await conn.execute(
-                    insert(schema.cases).values(
-                        id=case_id,
-                        customer_id=customer_id,
-                        question=question,
-                        requester=requester,
-                        status="investigating",
-                        channel=channel,
-                        thread_ts=thread_ts,
-                        message_ts=message_ts,
-                    )
-                )
-                await activity.record(
-                    conn, "user", requester, "case.opened", "case", case_id, {"customer_id": customer_id}
-                )
+            if not await self._take_up(case_id, message_ts):
+                return await self.show_case(case_id)
             values = await self.graph.ainvoke(
                 initial,
                 self._config(case_id),
@@ -131,6 +155,46 @@ class CaseService:
                 durability=self._investigation_durability(),
             )
             return await self.sync_case(case_id, values)  # under the lock: no resume can be newer
+
+    async def _take_up(self, case_id: str, message_ts: str | None = None) -> bool:
+        """queued → investigating, under the case lock; False when another run already took it up."""
+        cases = schema.cases.c
+        async with self.engine.begin() as conn:
+            taken = await conn.execute(
+                update(schema.cases)
+                .where(cases.id == case_id, cases.status == QUEUED)
+                .values(
+                    status="investigating",
+                    message_ts=func.coalesce(message_ts, cases.message_ts),
+                    updated_at=func.now(),
+                )
+                .returning(cases.id)
+            )
+            return taken.first() is not None
+
+    async def abandon(self, case_id: str, reason: str) -> bool:
+        """A queued case that can never be run (its Slack thread cannot be written to): escalated with the
+        reason, so recovery does not try it forever. False when it was already taken up."""
+        cases = schema.cases.c
+        async with self.engine.begin() as conn:
+            ended = await conn.execute(
+                update(schema.cases)
+                .where(cases.id == case_id, cases.status == QUEUED)
+                .values(status="escalated", escalation_reason=reason, updated_at=func.now())
+                .returning(cases.id)
+            )
+            if ended.first() is None:
+                return False
+            await activity.record(
+                conn,
+                "system",
+                "billsleuth",
+                "case.escalated",
+                "case",
+                case_id,
+                {"from": QUEUED, "reason": reason},
+            )
+        return True
 
     # ---- reading ----
 
@@ -326,19 +390,33 @@ class CaseService:
 
     # ---- recovery ----
 
-    async def recover(self) -> list[str]:
-        """At start: finish investigations interrupted by a stop, and deliver decisions not yet applied."""
-        recovered: list[str] = []
-        async with self.engine.connect() as conn:
-            rows = list(
-                await conn.execute(select(schema.cases).where(schema.cases.c.status == "investigating"))
-            )
-        for row in rows:
-            state = await self.state_of(row.id)
-            if await self._finish_interrupted(row, state.values, tuple(state.next or ())):
-                recovered.append(row.id)
+    async def recover(self, *, idle_for: timedelta | None = None) -> list[str]:
+        """Run the cases a stop left queued or investigating, and deliver decisions not yet applied.
+
+        At start every such case is taken up (one a live process is running holds its lock and is left
+        alone); the periodic sweep passes `idle_for`, so it takes up only cases nobody has touched for
+        that long, never one a live process still has waiting for an investigation slot."""
+        recovered = [
+            case_id for case_id in await self.unfinished_cases(idle_for) if await self._finish(case_id)
+        ]
         recovered += await self.settle_waiting_cases()
         return recovered
+
+    async def unfinished_cases(self, idle_for: timedelta | None = None) -> list[str]:
+        """Cases queued or investigating (untouched for `idle_for`, when given), oldest first."""
+        cases = schema.cases.c
+        query = select(cases.id).where(cases.status.in_(UNFINISHED_STATUSES))
+        if idle_for is not None:
+            query = query.where(cases.updated_at < func.now() - idle_for)
+        async with self.engine.connect() as conn:
+            return list((await conn.execute(query.order_by(cases.created_at, cases.id))).scalars())
+
+    async def _finish(self, case_id: str) -> bool:
+        row = await self.case_row(case_id)
+        if row.status not in UNFINISHED_STATUSES:
+            return False  # finished since we looked
+        state = await self.state_of(case_id)
+        return await self._finish_interrupted(row, state.values, tuple(state.next or ()))
 
     async def retry_interrupted(self, case_id: str) -> dict[str, Any]:
         """Run a case again whose run failed part-way (say, on a connection a Postgres restart ended): from
@@ -354,6 +432,8 @@ class CaseService:
         async with self._case_lock(row.id, wait=False) as taken:
             if not taken:
                 return False
+            if row.status == QUEUED and not await self._take_up(row.id):
+                return False  # taken up and finished since we looked
             if not values:  # stopped before the first checkpoint: start over
                 initial: CaseState = {
                     "case_id": row.id,

@@ -24,11 +24,12 @@ import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, Literal
 
 from slack_bolt.context.async_context import AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
-from sqlalchemy import text, update
+from sqlalchemy import select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -54,6 +55,9 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_INVESTIGATIONS = 4
 DEFAULT_PROGRESS_INTERVAL = 1.0  # seconds between live progress updates (chat.update is Tier 3)
 DEFAULT_EXPIRY_INTERVAL = 300.0  # seconds between sweeps for overdue drafts
+# A case queued or investigating untouched this long lost its process (a crash the start-up recovery of
+# another process did not see): the sweep takes it up. Far longer than any queue or run takes.
+STALE_CASE = timedelta(minutes=10)
 # Progress updates of all cases together, per second: chat.update is Tier 3 (about 50 a minute), and the
 # cards and results must not queue behind cosmetic step lists. Results are never paced.
 DEFAULT_PROGRESS_RATE = 0.6
@@ -62,6 +66,26 @@ MAX_LOCK_HOLDERS = 4  # with the case locks' 6 (agent.cases), 10 of the pool's 1
 RUNTIME_KEY = "billsleuth_runtime"
 
 Mode = Literal["http", "socket"]
+
+
+@dataclass(frozen=True)
+class CaseRequest:
+    """A complaint to investigate, as Slack handed it to us."""
+
+    customer_id: str
+    words: str  # the customer's words
+    requester: str  # the Slack user who asked
+    channel: str
+    thread_ts: str | None  # the thread the case goes into; None: the case's own message starts one
+
+
+CLAIMED, EVENT_SEEN, MESSAGE_SEEN = "claimed", "event_seen", "message_seen"
+
+
+@dataclass(frozen=True)
+class Claim:
+    outcome: str  # CLAIMED: this process opens the case; EVENT_SEEN: a redelivery; MESSAGE_SEEN: an edit
+    case_id: str | None  # the case opened for the event (CLAIMED, or a redelivery of a claimed one)
 
 
 class BotRuntime:
@@ -125,34 +149,50 @@ class BotRuntime:
 
         Slack event ids are claimed this way (a retried or twice-delivered event runs once), and so are
         one-off posts such as a case's customer reply."""
+        async with self.engine.begin() as conn:
+            return await _claim_in(conn, key, case_id)
+
+    async def claim_case(self, event_key: str, message_key: str, request: CaseRequest) -> Claim:
+        """Claim a Slack event and the message it is about, and record its case (queued), in one
+        transaction: a claimed mention always has its case, whatever stops the process next.
+
+        The event claim makes a retried or twice-delivered event run once; the message claim makes an
+        edited mention (a new event on the same message) open no second case."""
         events = schema.slack_events
-        claim = (
-            pg_insert(events)
-            .values(event_id=key, case_id=case_id)
-            .on_conflict_do_nothing(index_elements=[events.c.event_id])
-            .returning(events.c.event_id)
+        async with self.engine.begin() as conn:
+            if not await _claim_in(conn, event_key):
+                linked = await conn.execute(select(events.c.case_id).where(events.c.event_id == event_key))
+                return Claim(EVENT_SEEN, linked.scalar())
+            if not await _claim_in(conn, message_key):
+                return Claim(MESSAGE_SEEN, None)  # the event's claim is kept: its retries stay silent
+            case_id = await self.register_case(conn, request)
+            await conn.execute(update(events).where(events.c.event_id == event_key).values(case_id=case_id))
+        return Claim(CLAIMED, case_id)
+
+    async def register_case(self, conn: AsyncConnection, request: CaseRequest) -> str:
+        return await self.service.register_case(
+            conn,
+            request.words,
+            requester=request.requester,
+            customer_id=request.customer_id,
+            channel=request.channel,
+            thread_ts=request.thread_ts,
         )
-        async with self.engine.begin() as conn:
-            return (await conn.execute(claim)).first() is not None
 
-    async def new_case_id(self, claim_key: str | None = None) -> str:
-        """A new case id, linked to the claimed event that asked for it (one transaction)."""
-        events = schema.slack_events
+    async def new_case(self, request: CaseRequest) -> str:
+        """Record a case nobody claimed an event for (the shortcut's modal, the slash command), queued."""
         async with self.engine.begin() as conn:
-            case_id = await self.service.new_case_id(conn)
-            if claim_key is not None:
-                await conn.execute(
-                    update(events).where(events.c.event_id == claim_key).values(case_id=case_id)
-                )
-        return case_id
+            return await self.register_case(conn, request)
 
-    async def record_message(self, case_id: str, channel: str, ts: str) -> None:
-        """Where the case's card lives, so that decisions (from any process) update it."""
+    async def record_message(self, case_id: str, channel: str, ts: str, thread_ts: str | None = None) -> None:
+        """Where the case's card lives (and its thread, when the card started it), so that decisions
+        and recovery (from any process) update it."""
         cases = schema.cases
+        where = {"channel": channel, "message_ts": ts}
+        if thread_ts is not None:
+            where["thread_ts"] = thread_ts
         async with self.engine.begin() as conn:
-            await conn.execute(
-                update(cases).where(cases.c.id == case_id).values(channel=channel, message_ts=ts)
-            )
+            await conn.execute(update(cases).where(cases.c.id == case_id).values(**where))
 
     @asynccontextmanager
     async def locked(self, key: str) -> AsyncIterator[AsyncConnection]:
@@ -174,6 +214,17 @@ class BotRuntime:
         async with self.engine.begin() as conn:
             got = await conn.execute(text("SELECT pg_try_advisory_xact_lock(hashtext(:key))"), {"key": key})
             yield bool(got.scalar_one())
+
+
+async def _claim_in(conn: AsyncConnection, key: str, case_id: str | None = None) -> bool:
+    events = schema.slack_events
+    claim = (
+        pg_insert(events)
+        .values(event_id=key, case_id=case_id)
+        .on_conflict_do_nothing(index_elements=[events.c.event_id])
+        .returning(events.c.event_id)
+    )
+    return (await conn.execute(claim)).first() is not None
 
 
 def runtime_of(context: AsyncBoltContext | dict[str, Any]) -> BotRuntime:
@@ -242,6 +293,7 @@ class Chores:
                 while True:  # a sweep at start too: drafts may have run out while the bot was down
                     try:
                         await expire_overdue_and_update(self.runtime)
+                        await recover_interrupted(self.runtime, idle_for=STALE_CASE)
                     except Exception:
                         log.exception("expiry sweep failed; trying again in %ss", interval)
                     await asyncio.sleep(interval)

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import copy
 import json
-from collections.abc import Iterable, Mapping
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -18,6 +24,7 @@ from bot.cards.limits import CARD_BLOCKS_JSON_BUDGET, block_problems, view_probl
 from bot.runtime import RunningBot
 from bot.slack_testing import SignedClient, SlackRecorder, StoredMessage
 from bot.slack_testing import payloads as p
+from bot.slack_testing.processes import free_port
 from engine import schema
 
 SECRET = "0f5c1e0b7d2a4c6e8a9b1d3f5e7c9a0b"
@@ -159,3 +166,56 @@ def snapshot(message: StoredMessage) -> dict[str, Any]:
 async def count(bot: RunningBot, table: Any, *where: Any) -> int:
     async with bot.runtime.engine.connect() as conn:
         return (await conn.execute(select(func.count()).select_from(table).where(*where))).scalar_one()
+
+
+# ---- `billsleuth bot` as processes ------------------------------------------------------------------------
+
+BILLSLEUTH = Path(sys.executable).with_name("billsleuth")
+
+
+def bot_env(db_url: str, slack: SlackRecorder) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "OPENAI_", "BILLSLEUTH_"))}
+    env.pop("PORT", None)
+    env.update(
+        DATABASE_URL=db_url,
+        SLACK_API_URL=slack.api_url,
+        SLACK_BOT_TOKEN=slack.bot_token,
+        SLACK_SIGNING_SECRET=SECRET,
+        BILLSLEUTH_APPROVERS=",".join(FINANCE),
+        BILLSLEUTH_INVESTIGATOR="offline",
+    )
+    return env
+
+
+@contextlib.contextmanager
+def bot_processes(
+    db_url: str, slack: SlackRecorder, count: int
+) -> Iterator[list[tuple[subprocess.Popen, str]]]:
+    started: list[tuple[subprocess.Popen, str]] = []
+    try:
+        for _ in range(count):
+            port = free_port()
+            process = subprocess.Popen(
+                [str(BILLSLEUTH), "bot", "--http", "--port", str(port)],
+                env=bot_env(db_url, slack),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+            started.append((process, f"http://127.0.0.1:{port}"))
+        yield started
+    finally:
+        for process, _ in started:
+            if process.poll() is None:
+                process.kill()
+                process.wait(10)
+            if process.stdout is not None:
+                process.stdout.close()
+
+
+async def eventually(check: object, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise TimeoutError("the bots did not get there in time")
+        await asyncio.sleep(0.05)

@@ -4,13 +4,11 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -23,7 +21,7 @@ from bot.progress import Pacer
 from bot.runtime import run_bot, running_bot
 from bot.slack_testing import SignedClient, SlackRecorder
 from bot.slack_testing import payloads as p
-from bot.slack_testing.processes import free_port, wait_until_serving
+from bot.slack_testing.processes import wait_until_serving
 from engine import schema
 from engine.db import create_engine
 from tests.bot.helpers import (
@@ -33,8 +31,10 @@ from tests.bot.helpers import (
     SUPPORT,
     all_text,
     approval_settings,
+    bot_processes,
     bot_replies,
     buttons,
+    eventually,
     first_scenario,
     mention,
     open_case,
@@ -171,54 +171,6 @@ def test_the_pacer_hands_out_at_most_its_rate() -> None:
 
 
 # ---- `billsleuth bot` as processes ------------------------------------------------------------------------
-
-
-def bot_env(db_url: str, slack: SlackRecorder) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "OPENAI_", "BILLSLEUTH_"))}
-    env.pop("PORT", None)
-    env.update(
-        DATABASE_URL=db_url,
-        SLACK_API_URL=slack.api_url,
-        SLACK_BOT_TOKEN=slack.bot_token,
-        SLACK_SIGNING_SECRET=SECRET,
-        BILLSLEUTH_APPROVERS=",".join(FINANCE),
-        BILLSLEUTH_INVESTIGATOR="offline",
-    )
-    return env
-
-
-@contextlib.contextmanager
-def bot_processes(
-    db_url: str, slack: SlackRecorder, count: int
-) -> Iterator[list[tuple[subprocess.Popen, str]]]:
-    started: list[tuple[subprocess.Popen, str]] = []
-    try:
-        for _ in range(count):
-            port = free_port()
-            process = subprocess.Popen(
-                [str(BILLSLEUTH), "bot", "--http", "--port", str(port)],
-                env=bot_env(db_url, slack),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-            )
-            started.append((process, f"http://127.0.0.1:{port}"))
-        yield started
-    finally:
-        for process, _ in started:
-            if process.poll() is None:
-                process.kill()
-                process.wait(10)
-            if process.stdout is not None:
-                process.stdout.close()
-
-
-async def eventually(check: object, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise TimeoutError("the bots did not get there in time")
-        await asyncio.sleep(0.05)
 
 
 @pytest.fixture

@@ -1,0 +1,83 @@
+"""A bot killed (SIGKILL, a real process) loses nothing: every claimed mention ends in one card or
+explanation after a restart, and no case stays queued or investigating."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+from typing import Any
+
+import psycopg
+
+from bot.slack_testing import SignedClient, SlackRecorder
+from bot.slack_testing.processes import wait_until_serving
+from tests.bot.helpers import (
+    CHANNEL,
+    SCENARIOS,
+    SECRET,
+    all_text,
+    bot_processes,
+    bot_replies,
+    eventually,
+    mention,
+)
+
+MENTIONS = 16
+
+
+def sixteen_customers() -> list[dict[str, Any]]:
+    """Sixteen complaints from sixteen customers, credits and correct bills alike."""
+    seen: dict[str, dict[str, Any]] = {}
+    for path in sorted(SCENARIOS.glob("S*.json")):
+        data = json.loads(path.read_text())
+        seen.setdefault(data["customer_id"], data)
+    return list(seen.values())[:MENTIONS]
+
+
+def claimed_mentions(db_url: str) -> int:
+    with psycopg.connect(db_url) as conn:
+        row = conn.execute("SELECT count(*) FROM slack_events WHERE event_id NOT LIKE '%:%'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def case_statuses(db_url: str) -> list[str]:
+    with psycopg.connect(db_url) as conn:
+        return [r[0] for r in conn.execute("SELECT status FROM cases ORDER BY id").fetchall()]
+
+
+def answered(slack: SlackRecorder, thread: str) -> bool:
+    """The thread's one bot message has become the card or the explanation."""
+    replies = bot_replies(slack, CHANNEL, thread)
+    return len(replies) == 1 and "Investigating" not in all_text(replies[0].blocks)
+
+
+async def test_a_bot_killed_with_mentions_in_flight_answers_every_one_after_a_restart(
+    ready_db_url: str, slack: SlackRecorder
+) -> None:
+    events = [mention(slack, f"{sc['customer_id']} {sc['question']}") for sc in sixteen_customers()]
+    threads = [event["event"]["ts"] for event in events]
+    with bot_processes(ready_db_url, slack, 1) as [(process, url)]:
+        await wait_until_serving(url, process)
+        async with SignedClient(url + "/slack/events", SECRET) as client:
+            answers = await asyncio.gather(*(client.send(event) for event in events))
+        assert [a.status for a in answers] == [200] * MENTIONS
+        # Killed the moment every mention is claimed: most still wait for a slot or are being investigated.
+        await eventually(lambda: claimed_mentions(ready_db_url) == MENTIONS)
+        process.send_signal(signal.SIGKILL)
+        process.wait(10)
+    assert not all(answered(slack, thread) for thread in threads), "killed too late to test anything"
+
+    with bot_processes(ready_db_url, slack, 1) as [(process, url)]:
+        await wait_until_serving(url, process)
+        try:
+            await eventually(lambda: all(answered(slack, thread) for thread in threads), timeout=60)
+        except TimeoutError:
+            left = {t: [all_text(m.blocks)[:80] for m in bot_replies(slack, CHANNEL, t)] for t in threads}
+            left = {t: texts for t, texts in left.items() if not answered(slack, t)}
+            raise AssertionError(f"unanswered: {left}; cases: {case_statuses(ready_db_url)}") from None
+        await asyncio.sleep(0.5)  # time for a second answer, if there were going to be one
+    assert all(answered(slack, thread) for thread in threads)
+    statuses = case_statuses(ready_db_url)
+    assert len(statuses) == MENTIONS  # one case per mention
+    assert not {"queued", "investigating"} & set(statuses), statuses
