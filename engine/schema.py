@@ -244,6 +244,7 @@ cases = Table(
     Column("escalation_reason", Text),
     Instant("created_at", nullable=False, server_default=func.now()),
     Instant("updated_at", nullable=False, server_default=func.now()),
+    Column("drawn_state", Text),  # the state its Slack message last showed (see bot.case_messages)
 )
 
 slack_events = Table(
