@@ -13,18 +13,23 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from agent.cases import CaseNotFound, case_row_in
+from agent.cases import UNFINISHED_STATUSES, CaseNotFound, case_row_in
 from approvals import queries
 from bot.cards import customer_reply_message
 from bot.cards.models import Message, ProgressStep
 from bot.presenters import case_message, credit_note_card_message
 from bot.runtime import BotRuntime
+from engine import schema
 
 log = logging.getLogger(__name__)
 
 SETTLED = ("issued", "rejected", "expired", "cancelled")
+# A case drawn in one of these states never changes again (an escalated one may, while its note is
+# approved: it can still be cancelled).
+FINAL_STATES = ("explained", "needs_customer", *SETTLED)
 
 
 async def put_case_message(
@@ -50,11 +55,25 @@ async def put_case_message(
 async def refresh_card(runtime: BotRuntime, credit_note_id: str) -> bool:
     """Redraw the note's evidence card from the database as it stands now; False when it has no card."""
     async with runtime.locked(f"billsleuth:card:{credit_note_id}") as conn:
-        note = await queries.note_row_in(conn, credit_note_id)
+        note = await queries.view_in(conn, credit_note_id)
         if note.case_id is None:
             return False
+        status = (await case_row_in(conn, note.case_id)).status
         message = await credit_note_card_message(runtime.service, credit_note_id, conn)
-        return await put_case_message(runtime, note.case_id, message, conn) is not None
+        if await put_case_message(runtime, note.case_id, message, conn) is None:
+            return False
+        await mark_drawn(conn, note.case_id, drawn_state(status, note.summary()))
+        return True
+
+
+def drawn_state(status: str, note: Mapping[str, Any] | None) -> str:
+    """What a case's Slack message shows, as one comparable string: the case's status and its note's."""
+    shown = f"{note['id']}:{note['status']}:{note['approvals']}" if note else "-"
+    return f"{status}|{shown}"
+
+
+async def mark_drawn(conn: AsyncConnection, case_id: str, state: str) -> None:
+    await conn.execute(update(schema.cases).where(schema.cases.c.id == case_id).values(drawn_state=state))
 
 
 async def show_case_result(
@@ -66,7 +85,9 @@ async def show_case_result(
         await refresh_card(runtime, note["id"])
     else:
         message = await case_message(runtime.service, case, steps=steps, revision=revision)
-        await put_case_message(runtime, case["case_id"], message)
+        if await put_case_message(runtime, case["case_id"], message) is not None:
+            async with runtime.engine.begin() as conn:
+                await mark_drawn(conn, case["case_id"], drawn_state(case["status"], note))
     if case["status"] in SETTLED:  # e.g. a recovered case whose decision was applied meanwhile
         await announce_outcome(runtime, case["case_id"])
 
@@ -99,3 +120,58 @@ async def settle_card(runtime: BotRuntime, credit_note_id: str) -> None:
         return
     await refresh_card(runtime, credit_note_id)
     await announce_outcome(runtime, note.case_id)
+
+
+async def redraw_behind(runtime: BotRuntime) -> list[str]:
+    """Draw every finished case whose Slack message is behind its state — a stop came between a change
+    and its redraw (a card still saying Investigating…, or waiting for approval after its note was
+    issued) — and post the customer replies still owed. Returns the cases drawn."""
+    drawn = []
+    for case_id, state in await _maybe_behind(runtime):
+        case = await runtime.service.show_case(case_id)
+        if drawn_state(case["status"], case.get("credit_note")) == state and not await _reply_owed(
+            runtime, case
+        ):
+            continue
+        try:
+            await show_case_result(runtime, case)
+            drawn.append(case_id)
+        except Exception:
+            log.exception("could not redraw case %s", case_id)
+    return drawn
+
+
+async def _maybe_behind(runtime: BotRuntime) -> list[tuple[str, str | None]]:
+    """Cases with a Slack message that may be behind: never drawn, drawn in a state that can still change,
+    or settled with no customer reply claimed. A case drawn in a final state is never read again."""
+    cases, events = schema.cases.c, schema.slack_events.c
+    final = or_(*(cases.drawn_state.like(f"{status}|%") for status in FINAL_STATES)) | (
+        cases.drawn_state.like("escalated|%") & ~cases.drawn_state.like("%:approved:%")
+    )
+    reply_claimed = (
+        select(events.event_id)
+        .where(events.event_id == func.concat("reply:", cases.id, ":", cases.status))
+        .exists()
+    )
+    query = (
+        select(cases.id, cases.drawn_state)
+        .where(
+            cases.channel.is_not(None),
+            cases.status.not_in(UNFINISHED_STATUSES),
+            cases.drawn_state.is_(None) | ~final | (cases.status.in_(SETTLED) & ~reply_claimed),
+        )
+        .order_by(cases.created_at, cases.id)
+    )
+    async with runtime.engine.connect() as conn:
+        return [(row.id, row.drawn_state) for row in await conn.execute(query)]
+
+
+async def _reply_owed(runtime: BotRuntime, case: Mapping[str, Any]) -> bool:
+    if case["status"] not in SETTLED or not (case.get("reply") or {}).get("customer_message"):
+        return False
+    async with runtime.engine.connect() as conn:
+        key = f"reply:{case['case_id']}:{case['status']}"
+        found = await conn.execute(
+            select(schema.slack_events.c.event_id).where(schema.slack_events.c.event_id == key)
+        )
+        return found.first() is None

@@ -21,7 +21,7 @@ from agent.intake import parse_complaint
 from agent.prompts import ask_for_customer
 from bot.cards import progress_message
 from bot.cards.models import ProgressView
-from bot.case_messages import show_case_result
+from bot.case_messages import redraw_behind, show_case_result
 from bot.grammar import parse_mention
 from bot.presenters import stopped_message
 from bot.progress import LiveProgress
@@ -186,6 +186,9 @@ async def recover_interrupted(runtime: BotRuntime, *, idle_for: timedelta | None
         recovered += await _recover_once(runtime, None)
     if recovered:
         log.info("recovered %d interrupted case(s): %s", len(recovered), ", ".join(recovered))
+    redrawn = await redraw_behind(runtime)
+    if redrawn:
+        log.info("redrew %d case(s) Slack was behind on: %s", len(redrawn), ", ".join(redrawn))
     return recovered
 
 

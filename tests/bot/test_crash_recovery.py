@@ -6,20 +6,30 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+from decimal import Decimal
 from typing import Any
 
 import psycopg
 
+from agent.cases import case_service
+from agent.configuration import Configuration
+from bot.runtime import running_bot
 from bot.slack_testing import SignedClient, SlackRecorder
+from bot.slack_testing import payloads as p
 from bot.slack_testing.processes import wait_until_serving
 from tests.bot.helpers import (
     CHANNEL,
+    FINANCE,
     SCENARIOS,
     SECRET,
+    SUPPORT,
     all_text,
+    approval_settings,
     bot_processes,
     bot_replies,
+    buttons,
     eventually,
+    first_scenario,
     mention,
 )
 
@@ -81,3 +91,54 @@ async def test_a_bot_killed_with_mentions_in_flight_answers_every_one_after_a_re
     statuses = case_statuses(ready_db_url)
     assert len(statuses) == MENTIONS  # one case per mention
     assert not {"queued", "investigating"} & set(statuses), statuses
+
+
+async def test_cases_finished_but_never_drawn_are_drawn_at_start_and_replies_owed_posted_once(
+    ready_db_url: str, slack: SlackRecorder
+) -> None:
+    """A process that stopped after the graph ended but before Slack was told: the credit case still shows
+    Investigating…, the explained one too, and an issued note never got its customer reply."""
+    credit = first_scenario(action="credit_note", single_approver=True)
+    benign = first_scenario(action="explain_only")
+    issued = next(
+        sc
+        for sc in sixteen_customers()
+        if sc["truth"]["expected_action"] == "credit_note"
+        and sc["customer_id"] != credit["customer_id"]
+        and Decimal(sc["truth"]["overcharge"]) < 300
+    )
+    threads: dict[str, tuple[str, str]] = {}
+    async with case_service(
+        ready_db_url, Configuration(investigator="offline"), approval_settings()
+    ) as service:
+        for sc in (credit, benign, issued):
+            asked = slack.post_user_message(CHANNEL, p.mention_text(f"{sc['customer_id']} x"), user=SUPPORT)
+            progress = slack.post_user_message(
+                CHANNEL, "Investigating…", user=slack.workspace.bot_user_id, thread_ts=asked.ts
+            )
+            case = await service.open_case(
+                sc["question"], requester=SUPPORT, customer_id=sc["customer_id"], channel=CHANNEL,
+                thread_ts=asked.ts, message_ts=progress.ts,
+            )  # fmt: skip
+            threads[sc["customer_id"]] = (asked.ts, progress.ts)
+            if sc is issued:
+                await service.decide(case["credit_note"]["id"], approver=FINANCE[0], decision="approve")
+    settings = dict(
+        configuration=Configuration(investigator="offline"),
+        approval_settings=approval_settings(),
+        expiry_interval=None,
+    )
+    for _ in range(2):  # a second start finds nothing left to draw or post
+        async with running_bot(ready_db_url, slack.settings(signing_secret=SECRET), **settings) as bot:
+            await bot.settled()
+    card = slack.message(CHANNEL, threads[credit["customer_id"]][1])
+    assert buttons(card) == ["Approve", "Reject"]
+    explained = slack.message(CHANNEL, threads[benign["customer_id"]][1])
+    assert "Explained" in all_text(explained.blocks)
+    thread, card_ts = threads[issued["customer_id"]]
+    assert buttons(slack.message(CHANNEL, card_ts)) == []
+    assert "Issued" in all_text(slack.message(CHANNEL, card_ts).blocks)
+    replies = [
+        m for m in bot_replies(slack, CHANNEL, thread) if "Reply to the customer" in all_text(m.blocks)
+    ]
+    assert len(replies) == 1 and issued["truth"]["overcharge"] in all_text(replies[0].blocks)
