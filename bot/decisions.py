@@ -1,5 +1,6 @@
-"""Votes on a credit note from Slack — a button click, the reject-reason modal, `/billsleuth approve|reject`
-— all go through `decide` here, and from there through CaseService.decide (claim, then resume).
+"""Decisions on a credit note from Slack — a button click, the reason modal, `/billsleuth
+approve|reject|cancel` — all go through `decide` here, and from there through CaseService.decide (a vote:
+claim, then resume) or CaseService.cancel (the end of an approved note that was never issued).
 
 Identity is the Slack user id from the signed payload, handed in by the listener. What the person who
 clicked should hear (a refusal naming its rule, "already decided", "that card was out of date") comes back
@@ -26,6 +27,9 @@ log = logging.getLogger(__name__)
 
 UNKNOWN_NOTE_RULE = "unknown_credit_note"
 EXPIRE_DECISION = {"approver": "system", "decision": "expire", "comment": ""}
+CANCEL = "cancel"
+# The note status a decision acts on: votes on a draft, a cancel on an approved note never issued.
+OPEN_STATUS = {"approve": "draft", "reject": "draft", CANCEL: "approved"}
 
 
 @dataclass(frozen=True)
@@ -72,13 +76,15 @@ def refusal(rule: str, reason: str) -> Message:
     return refusal_message(Refusal(rule, reason))
 
 
-async def precheck(runtime: BotRuntime, credit_note_id: str, seen_revision: int | None) -> Message | None:
+async def precheck(
+    runtime: BotRuntime, credit_note_id: str, seen_revision: int | None, decision: str = "approve"
+) -> Message | None:
     """Why a click should change nothing (unknown note, already decided, stale card), or None."""
     try:
         note = await queries.get_credit_note(runtime.engine, credit_note_id)
     except UnknownCreditNote:
         return refusal(UNKNOWN_NOTE_RULE, f"there is no credit note {credit_note_id}")
-    if note.status != "draft":
+    if note.status != OPEN_STATUS[decision]:
         return already_decided_message(note.id, note.status)
     if seen_revision is not None and seen_revision < card_revision(note):
         return stale_card_message(note.id)
@@ -94,17 +100,21 @@ async def decide(
     comment: str = "",
     seen_revision: int | None = None,
 ) -> DecisionReport:
-    """One person's vote. With `seen_revision` (a click) a decided note or an out-of-date card changes
-    nothing; without it (the slash command) approvals/ judges a repeat or a conflict itself."""
+    """One person's vote, or their cancel. With `seen_revision` (a click) a decided note or an
+    out-of-date card changes nothing; without it (the slash command) approvals/ judges a repeat or a
+    conflict itself."""
     if seen_revision is not None:
-        stop = await precheck(runtime, credit_note_id, seen_revision)
+        stop = await precheck(runtime, credit_note_id, seen_revision, decision)
         if stop is not None:
             return DecisionReport(stop)
     service = runtime.service
     try:
-        outcome, case = await service.decide(
-            credit_note_id, approver=user_id, decision=decision, comment=comment
-        )
+        if decision == CANCEL:
+            outcome, case = await service.cancel(credit_note_id, approver=user_id, reason=comment)
+        else:
+            outcome, case = await service.decide(
+                credit_note_id, approver=user_id, decision=decision, comment=comment
+            )
     except UnknownCreditNote:
         return DecisionReport(refusal(UNKNOWN_NOTE_RULE, f"there is no credit note {credit_note_id}"))
     except CaseNotFound as error:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bot.operations import (
+    DECISIONS,
     Decide,
     ListNotes,
     OpenCase,
@@ -34,6 +35,7 @@ USAGE = {
     "case": "/billsleuth case C-0007 the customer's words…",
     "approve": "/billsleuth approve CN-0001 [note]",
     "reject": "/billsleuth reject CN-0001 reason…",
+    "cancel": "/billsleuth cancel CN-0001 reason…",
 }
 VERBS = tuple(USAGE)
 
@@ -45,6 +47,7 @@ HELP_TEXT = "\n".join(
         f"• `{USAGE['case']}` — investigate a customer's complaint here",
         f"• `{USAGE['approve']}` — approve a credit note",
         f"• `{USAGE['reject']}` — reject it (a reason is required)",
+        f"• `{USAGE['cancel']}` — cancel an approved note that was never issued (a reason is required)",
         "Or mention me in a thread: `@BillSleuth C-0007 <the customer's words>`.",
     ]
 )
@@ -90,10 +93,10 @@ def show_note_request(credit_note_id: str, viewer: str) -> ShowNote:
 
 
 def decide_request(credit_note_id: str, approver: str, decision: str, comment: str = "") -> Decide:
-    """A vote. A reject without a reason is still a request: approvals/ refuses it and records the
-    refusal, exactly as it would for a click or the CLI."""
-    if decision not in ("approve", "reject"):
-        raise OperationError(f"a decision is approve or reject, not {decision!r}")
+    """A decision. A reject or cancel without a reason is still a request: approvals/ refuses it and
+    records the refusal, exactly as it would for a click or the CLI."""
+    if decision not in DECISIONS:
+        raise OperationError(f"a decision is approve, reject or cancel, not {decision!r}")
     return Decide(check_credit_note_id(credit_note_id), approver, decision, (comment or "").strip())
 
 

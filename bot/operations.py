@@ -22,6 +22,8 @@ from engine.money import fmt_amount
 CUSTOMER_ID = re.compile(r"^C-\d{4,6}$")
 CREDIT_NOTE_ID = re.compile(r"^CN-\d{4,}$")
 CASE_ID = re.compile(r"^CASE-\d{4,}$")
+# A vote on a draft (approve, reject), or the end of an approved note that was never issued (cancel).
+DECISIONS = ("approve", "reject", "cancel")
 
 
 class OperationError(Exception):
@@ -61,7 +63,7 @@ class ShowNote:
 class Decide:
     credit_note_id: str
     approver: str
-    decision: str  # approve | reject
+    decision: str  # approve | reject | cancel
     comment: str = ""
     approver_is_bot: bool = False
 
@@ -208,11 +210,19 @@ async def tool_trail(service: CaseService, case_id: str) -> list[dict[str, Any]]
 
 async def _decide(service: CaseService, request: Decide) -> Result:
     credit_note_id = check_credit_note_id(request.credit_note_id)
-    outcome, case = await service.decide(
-        credit_note_id,
-        approver=request.approver,
-        decision=request.decision,
-        comment=request.comment,
-        approver_is_bot=request.approver_is_bot,
-    )
+    if request.decision == "cancel":
+        outcome, case = await service.cancel(
+            credit_note_id,
+            approver=request.approver,
+            reason=request.comment,
+            approver_is_bot=request.approver_is_bot,
+        )
+    else:
+        outcome, case = await service.decide(
+            credit_note_id,
+            approver=request.approver,
+            decision=request.decision,
+            comment=request.comment,
+            approver_is_bot=request.approver_is_bot,
+        )
     return Result(case, outcome.message, {"changed": outcome.changed, "status": outcome.status})

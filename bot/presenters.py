@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from agent.cases import CaseService, case_row_in
 from agent.tools import ToolContext, ToolError, call_tool, recompute
 from approvals import queries
+from approvals.config import is_slack_user_id
 from approvals.issuing import over_daily_budget
 from approvals.models import CreditNoteView as Note
 from approvals.models import Vote
@@ -49,7 +50,7 @@ CARD_ACTOR = "system:card"  # who the card's own recomputation is audited as
 AGENT_ACTOR_PREFIX = "agent:"
 FINAL_CASE_STATUSES = ("explained", "issued", "rejected", "expired")
 # How far each status is along its way: with the number of votes it makes the card's revision.
-_STATUS_RANK = {"draft": 0, "approved": 1, "issued": 2, "rejected": 1, "expired": 1}
+_STATUS_RANK = {"draft": 0, "approved": 1, "issued": 2, "rejected": 1, "expired": 1, "cancelled": 2}
 _EVIDENCE_REF = re.compile(r"\s*\[E\d+\]")
 
 
@@ -71,7 +72,9 @@ def card_revision(note: Note) -> int:
 # ---- small mappings ---------------------------------------------------------------------------------------
 
 
-def note_model(note: Note, *, held_by_budget: bool = False) -> CreditNoteView:
+def note_model(
+    note: Note, *, held_by_budget: bool = False, issue_refused: str | None = None
+) -> CreditNoteView:
     return CreditNoteView(
         id=note.id,
         invoice_id=note.invoice_id,
@@ -83,6 +86,10 @@ def note_model(note: Note, *, held_by_budget: bool = False) -> CreditNoteView:
         # Drafting always sets it; an old row without one reads as expiring when it was made.
         expires_at=note.expires_at or note.created_at,
         held_by_budget=held_by_budget,
+        issue_refused=issue_refused,
+        # The sweep cancels as BillSleuth itself, not as a person the card could mention.
+        cancelled_by=note.cancelled_by if is_slack_user_id(note.cancelled_by or "") else None,
+        cancel_reason=note.cancel_reason or "",
     )
 
 
@@ -193,6 +200,9 @@ async def _card_view(service: CaseService, conn: AsyncConnection, credit_note_id
         and waiting
         and await over_daily_budget(conn, note.amount, note.currency, service.approval_settings, utc_now())
     )
+    # An approved note whose case escalated was refused at issue: it waits for a person, not for room.
+    refused = row is not None and note.status == "approved" and row.status == "escalated"
+    issue_refused = (row.escalation_reason or "issuing it was refused") if refused else None
     findings = (row.findings if row is not None else None) or {}
     conclusion = ConclusionView(
         root_cause=str(findings.get("root_cause") or note.root_cause),
@@ -207,7 +217,7 @@ async def _card_view(service: CaseService, conn: AsyncConnection, credit_note_id
         conclusion=conclusion,
         recompute=await fresh_recomputation(engine, conn, case_id, customer.id, note.invoice_id),
         tool_trail=await _agent_trail_in(conn, case_id) if case_id else [],
-        credit_note=note_model(note, held_by_budget=held),
+        credit_note=note_model(note, held_by_budget=held, issue_refused=issue_refused),
         decisions=decision_views(votes),
         revision=card_revision(note),
     )
@@ -285,7 +295,9 @@ async def case_message(
     customer_id = row.customer_id or "?"
     note = case.get("credit_note")
     status = case["status"]
-    if note is not None and status != "escalated":
+    if note is not None and (status != "escalated" or note["status"] == "approved"):
+        # An escalated case whose note was approved (refused at issue) keeps its card: its Cancel button
+        # is the way to end the note.
         return await credit_note_card_message(service, note["id"])
     if status == "explained":
         return await explanation(service, case, revision)

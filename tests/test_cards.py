@@ -16,6 +16,8 @@ from slack_sdk.models.views import View
 
 from bot.cards import (
     APPROVE_ACTION_ID,
+    CANCEL_ACTION_ID,
+    CANCEL_MODAL_CALLBACK_ID,
     REJECT_ACTION_ID,
     REJECT_MODAL_CALLBACK_ID,
     REJECT_REASON_ACTION_ID,
@@ -27,7 +29,9 @@ from bot.cards import (
     home_view,
     parse_block_id,
     progress_message,
+    read_reason_submission,
     read_reject_submission,
+    reason_modal,
     refusal_message,
     reject_reason_modal,
     stale_card_message,
@@ -226,6 +230,90 @@ def test_decided_card_says_who_decided_and_has_no_buttons(
     assert expected in all_text(message.blocks)
 
 
+def confirm_text(button: dict[str, Any]) -> str:
+    confirm = button["confirm"]
+    assert {"title", "text", "confirm", "deny"} <= confirm.keys()
+    return str(confirm["text"]["text"])
+
+
+def test_approve_and_reject_ask_for_confirmation_naming_the_note_and_amount() -> None:
+    for element in buttons(credit_note_card(card_view()).blocks):
+        assert "CN-0001" in confirm_text(element) and "123.60 USD" in confirm_text(element)
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        ({"held_by_budget": True}, "and held: issuing it today would pass the daily credit limit"),
+        (
+            {"issue_refused": "issuing CN-0001 was refused (overcharge_changed): the ledger changed"},
+            "*Approved* by <@UALICE>, but not issued: issuing CN-0001 was refused (overcharge_changed)",
+        ),
+    ],
+)
+def test_an_approved_note_nothing_will_issue_offers_only_cancel_with_a_confirmation(
+    changes: dict[str, Any], expected: str
+) -> None:
+    view = card_view(
+        credit_note=replace(note(status="approved", approvals=1), **changes),
+        decisions=[DecisionView("UALICE", "approve")],
+    )
+    message = credit_note_card(view)
+    assert_valid_message(message)
+    (cancel,) = buttons(message.blocks)
+    assert (cancel["text"]["text"], cancel["action_id"], cancel["value"]) == (
+        "Cancel",
+        CANCEL_ACTION_ID,
+        "CN-0001",
+    )
+    assert "CN-0001" in confirm_text(cancel) and "123.60 USD" in confirm_text(cancel)
+    assert cancel["confirm"]["deny"]["text"] != "Cancel"  # "Cancel" in the dialog would mean the opposite
+    actions_block = next(b for b in message.blocks if b["type"] == "actions")
+    assert parse_block_id(actions_block["block_id"]) == BlockRef("cn", "CN-0001", "cancel", 2)
+    assert expected in all_text(message.blocks)
+
+
+def test_an_approved_note_being_issued_offers_no_cancel() -> None:
+    view = card_view(
+        credit_note=note(status="approved", approvals=1), decisions=[DecisionView("UALICE", "approve")]
+    )
+    assert buttons(credit_note_card(view).blocks) == []
+
+
+@pytest.mark.parametrize(
+    ("cancelled_by", "who"),
+    [("UBOB", "<@UBOB>"), (None, "BillSleuth")],  # None: the sweep
+)
+def test_a_cancelled_card_says_who_cancelled_and_why_and_has_no_buttons(
+    cancelled_by: str | None, who: str
+) -> None:
+    cancelled = replace(
+        note(status="cancelled", approvals=1), cancelled_by=cancelled_by, cancel_reason="paid <by> hand"
+    )
+    message = credit_note_card(
+        card_view(credit_note=cancelled, decisions=[DecisionView("UALICE", "approve")], revision=3)
+    )
+    assert_valid_message(message)
+    assert message.blocks[0]["text"]["text"] == "Credit note CN-0001 · 123.60 USD · cancelled"
+    assert buttons(message.blocks) == []
+    assert f"Cancelled by {who}: paid &lt;by&gt; hand. No credit will be issued." in mrkdwn_text(
+        message.blocks
+    )
+    reply = customer_reply_message("CASE-0001", "CN-0001", "cancelled", "We looked again at INV-0007-05.")
+    assert_valid_message(reply)
+    assert "cancelled" in reply.text
+
+
+def test_a_confirm_dialog_past_slacks_limits_is_caught() -> None:
+    element = buttons(credit_note_card(card_view()).blocks)[0]
+    too_long = {
+        **element,
+        "confirm": {**element["confirm"], "deny": {"type": "plain_text", "text": "x" * 31}},
+    }
+    problems = block_problems([{"type": "actions", "block_id": "a", "elements": [too_long]}])
+    assert problems == ["block 0 (actions): confirm deny longer than 30"]
+
+
 def test_card_for_an_invoice_that_should_not_exist_says_so() -> None:
     view = card_view(recompute=replace(recompute(diffs=0), should_exist=False, expected_total=D("0.00")))
     text = all_text(credit_note_card(view).blocks)
@@ -399,6 +487,25 @@ def test_reject_modal_carries_where_to_go_back_and_requires_a_reason() -> None:
         read_reject_submission(blank)
     with pytest.raises(ValueError, match="not ours"):
         read_reject_submission({**submitted, "private_metadata": "{}"})
+
+
+def test_the_cancel_modal_asks_for_a_reason_and_says_what_cancelling_means() -> None:
+    meta = RejectModalMetadata("C0CASES", "1796000000.000100", "CN-0001", revision=2)
+    view = reason_modal("cancel", meta, note(status="approved", approvals=1), "USD")
+    assert_valid_view(view)
+    assert view["callback_id"] == CANCEL_MODAL_CALLBACK_ID
+    assert "Cancel" not in view["close"]["text"]  # closing the form must not read as the decision
+    assert "Cancelling *CN-0001*: 123.60 USD" in all_text(view["blocks"])
+    submitted = {
+        **view,
+        "state": {"values": {REJECT_REASON_BLOCK_ID: {REJECT_REASON_ACTION_ID: {"value": " paid by hand "}}}},
+    }
+    assert read_reason_submission(submitted) == ("cancel", meta, "paid by hand")
+    with pytest.raises(ValueError, match="not the reject-reason modal"):
+        read_reject_submission(submitted)  # a cancel is never read as a reject
+    blank = {**submitted, "state": {"values": {}}}
+    with pytest.raises(ValueError, match="a cancel needs a reason"):
+        read_reason_submission(blank)
 
 
 def pending(i: int) -> PendingNoteView:

@@ -448,3 +448,36 @@ def test_case_opened_in_one_process_is_approved_from_another(seeded_db_url: str)
     assert shown_case["status"] == "issued"
     unknown = cli("show", "CN-9999", env=env)
     assert unknown.returncode == 2 and "CN-9999" in unknown.stderr
+
+
+def test_an_approved_note_held_by_the_daily_limit_is_cancelled_from_the_cli(seeded_db_url: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "BILLSLEUTH_", "SLACK_"))}
+    env.update(
+        DATABASE_URL=seeded_db_url,
+        BILLSLEUTH_APPROVERS=",".join(FINANCE),
+        BILLSLEUTH_DAILY_CREDIT_LIMIT="190.00",
+    )
+    for sc in (scenario("timezone_change_date"), scenario("cancel_not_respected")):  # 26.02, then 174.90
+        opened = json.loads(cli("case", "open", sc["customer_id"], sc["question"], "--json", env=env).stdout)
+        approved = cli("approve", opened["credit_note"]["id"], "--as", FINANCE[0], "--json", env=env)
+        assert approved.returncode == 0, approved.stderr
+    held = json.loads(approved.stdout)  # 26.02 + 174.90 passes today's 190.00: approved and held
+    assert held["status"] == "awaiting_approval" and held["credit_note"]["status"] == "approved"
+    note_id = held["credit_note"]["id"]
+
+    no_reason = cli("cancel", note_id, "--as", FINANCE[1], env=env)
+    assert no_reason.returncode != 0 and "reason_required" in no_reason.stderr
+    assert len(no_reason.stderr.strip().splitlines()) == 1
+    stranger = cli("cancel", note_id, "--as", "U0SALES001", "-m", "not needed", env=env)
+    assert stranger.returncode != 0 and "not_an_approver" in stranger.stderr
+    cancelled = cli("cancel", note_id, "--as", FINANCE[0], "-m", "paid by hand", "--json", env=env)
+    assert cancelled.returncode == 0, cancelled.stderr  # the approver who voted may cancel too
+    case = json.loads(cancelled.stdout)
+    assert case["status"] == "cancelled" and case["credit_note"]["status"] == "cancelled"
+    assert scenario("cancel_not_respected")["truth"]["overcharge"] not in case["reply"]["customer_message"]
+    repeat = cli("cancel", note_id, "--as", FINANCE[1], "-m", "paid by hand", env=env)
+    assert repeat.returncode == 0 and "already cancelled" in repeat.stdout
+    conflict = cli("reject", note_id, "--as", FINANCE[1], "-m", "changed my mind", env=env)
+    assert conflict.returncode != 0 and "conflict" in conflict.stderr
+    shown = json.loads(cli("case", "show", case["case_id"], "--json", env=env).stdout)
+    assert shown == case

@@ -7,6 +7,8 @@ from bot.cards.explanation import explanation_message
 from bot.cards.home import home_view
 from bot.cards.ids import (
     APPROVE_ACTION_ID,
+    CANCEL_ACTION_ID,
+    CANCEL_MODAL_CALLBACK_ID,
     INVESTIGATE_SHORTCUT_CALLBACK_ID,
     REJECT_ACTION_ID,
     REJECT_MODAL_CALLBACK_ID,
@@ -31,10 +33,18 @@ from bot.cards.notices import (
     stale_card_message,
 )
 from bot.cards.progress import progress_message
-from bot.cards.reject_modal import read_reject_submission, reason_errors, reject_reason_modal
+from bot.cards.reject_modal import (
+    read_reason_submission,
+    read_reject_submission,
+    reason_errors,
+    reason_modal,
+    reject_reason_modal,
+)
 
 __all__ = [
     "APPROVE_ACTION_ID",
+    "CANCEL_ACTION_ID",
+    "CANCEL_MODAL_CALLBACK_ID",
     "INVESTIGATE_MODAL_CALLBACK_ID",
     "INVESTIGATE_SHORTCUT_CALLBACK_ID",
     "REJECT_ACTION_ID",
@@ -57,8 +67,10 @@ __all__ = [
     "parse_block_id",
     "progress_message",
     "read_investigate_submission",
+    "read_reason_submission",
     "read_reject_submission",
     "reason_errors",
+    "reason_modal",
     "refusal_message",
     "reject_reason_modal",
     "stale_card_message",

@@ -10,6 +10,9 @@ from decimal import Decimal
 from typing import Any
 
 from bot.cards.limits import (
+    MAX_CONFIRM_BUTTON,
+    MAX_CONFIRM_TEXT,
+    MAX_CONFIRM_TITLE,
     MAX_CONTEXT_TEXT,
     MAX_FIELD_TEXT,
     MAX_HEADER_TEXT,
@@ -74,11 +77,32 @@ def divider(block_id: str) -> Block:
     return {"type": "divider", "block_id": block_id}
 
 
-def button(text: str, action_id: str, value: str, style: str | None = None) -> dict[str, Any]:
+def button(
+    text: str,
+    action_id: str,
+    value: str,
+    style: str | None = None,
+    confirm: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     element: dict[str, Any] = {"type": "button", "action_id": action_id, "text": plain(text), "value": value}
     if style:
         element["style"] = style
+    if confirm:
+        element["confirm"] = confirm
     return element
+
+
+def confirm_dialog(title: str, text: str, confirm: str, deny: str, *, danger: bool = False) -> dict[str, Any]:
+    """Block Kit's `confirm` object: Slack asks "are you sure?" before the click is sent at all."""
+    dialog: dict[str, Any] = {
+        "title": plain(truncate(title, MAX_CONFIRM_TITLE)),
+        "text": plain(truncate(text, MAX_CONFIRM_TEXT)),
+        "confirm": plain(truncate(confirm, MAX_CONFIRM_BUTTON)),
+        "deny": plain(truncate(deny, MAX_CONFIRM_BUTTON)),
+    }
+    if danger:
+        dialog["style"] = "danger"
+    return dialog
 
 
 def actions(block_id: str, *elements: dict[str, Any]) -> Block:

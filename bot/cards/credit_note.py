@@ -17,6 +17,7 @@ from bot.cards.blocks import (
     bounded_rows,
     button,
     clip,
+    confirm_dialog,
     context,
     day,
     divider,
@@ -31,7 +32,7 @@ from bot.cards.blocks import (
     slack_time,
     user,
 )
-from bot.cards.ids import APPROVE_ACTION_ID, REJECT_ACTION_ID, block_id
+from bot.cards.ids import APPROVE_ACTION_ID, CANCEL_ACTION_ID, REJECT_ACTION_ID, block_id
 from bot.cards.limits import CARD_BLOCKS_JSON_BUDGET, check_blocks
 from bot.cards.models import (
     CreditNoteCardView,
@@ -68,7 +69,8 @@ def show_command(note_id: str) -> str:
 
 def credit_note_card(view: CreditNoteCardView) -> Message:
     """Draft: the evidence, `Approvals: k of n`, and the Approve / Reject buttons (value = the note id).
-    Any other status: the same evidence, who decided what, and no buttons."""
+    Any other status: the same evidence, who decided what, and no buttons — except an approved note that
+    nothing will issue now (held by the daily limit, or refused at issue), which offers Cancel."""
     note, currency = view.credit_note, view.customer.currency
 
     def bid(part: str) -> str:
@@ -91,17 +93,50 @@ def credit_note_card(view: CreditNoteCardView) -> Message:
     if view.decisions:
         blocks.append(section(bid("votes"), _decisions_text(view.decisions)))
     if note.status == "draft":
-        blocks.append(
-            actions(
-                bid("decide"),
-                button("Approve", APPROVE_ACTION_ID, note.id, style="primary"),
-                button("Reject", REJECT_ACTION_ID, note.id, style="danger"),
-            )
-        )
+        blocks.append(actions(bid("decide"), *_vote_buttons(note, currency)))
     else:
         blocks.append(section(bid("outcome"), _outcome_text(note, view.decisions, currency)))
+    if note.cancellable:
+        blocks.append(actions(bid("cancel"), _cancel_button(note, currency)))
     check_blocks(blocks, "message", CARD_BLOCKS_JSON_BUDGET)
     return Message(text=_fallback(note, currency), blocks=blocks)
+
+
+def _vote_buttons(note: CreditNoteView, currency: str) -> list[dict[str, object]]:
+    what = f"{note.id} for {amount(note.amount, currency)} on {note.invoice_id}"
+    return [
+        button(
+            "Approve",
+            APPROVE_ACTION_ID,
+            note.id,
+            style="primary",
+            confirm=confirm_dialog(
+                "Approve this credit note?", f"Approve credit note {what}.", "Approve", "Back"
+            ),
+        ),
+        button(
+            "Reject",
+            REJECT_ACTION_ID,
+            note.id,
+            style="danger",
+            confirm=confirm_dialog(
+                "Reject this credit note?",
+                f"Reject credit note {what}? You will be asked for a reason.",
+                "Reject",
+                "Back",
+                danger=True,
+            ),
+        ),
+    ]
+
+
+def _cancel_button(note: CreditNoteView, currency: str) -> dict[str, object]:
+    text = (
+        f"Cancel credit note {note.id} for {amount(note.amount, currency)} on {note.invoice_id}? It was "
+        "approved but never issued; cancelled, it never will be. You will be asked for a reason."
+    )
+    confirm = confirm_dialog("Cancel this credit note?", text, "Yes, cancel it", "Keep it", danger=True)
+    return button("Cancel", CANCEL_ACTION_ID, note.id, style="danger", confirm=confirm)
 
 
 def _title(note: CreditNoteView, currency: str) -> str:
@@ -111,6 +146,7 @@ def _title(note: CreditNoteView, currency: str) -> str:
         "issued": "issued",
         "rejected": "rejected",
         "expired": "expired",
+        "cancelled": "cancelled",
     }[note.status]
     return f"Credit note {note.id} · {amount(note.amount, currency)} · {state}"
 
@@ -242,7 +278,12 @@ def _outcome_text(note: CreditNoteView, decisions: Sequence[DecisionView], curre
         return (
             f":double_vertical_bar: *Approved* by {by}, and held: issuing it today would pass the daily "
             "credit limit. It is issued on its own once the limit has room (the next UTC day, or a raised "
-            "limit)."
+            "limit); cancel it if it should never be issued."
+        )
+    if note.status == "approved" and note.issue_refused is not None:
+        return (
+            f":warning: *Approved* by {by}, but not issued: {clip(note.issue_refused, MAX_REASON)}. "
+            "A person should look at the case; cancel the note if it should never be issued."
         )
     if note.status == "approved":
         return f":hourglass_flowing_sand: *Approved* by {by}; issuing now."
@@ -252,6 +293,10 @@ def _outcome_text(note: CreditNoteView, decisions: Sequence[DecisionView], curre
             return ":no_entry_sign: *Rejected*. No credit will be issued."
         reason = clip(rejecter.comment, MAX_COMMENT) or "no reason given"
         return f":no_entry_sign: *Rejected* by {user(rejecter.user_id)}: {reason}. No credit will be issued."
+    if note.status == "cancelled":
+        who = user(note.cancelled_by) if note.cancelled_by else "BillSleuth"
+        why = clip(note.cancel_reason, MAX_COMMENT) or "no reason given"
+        return f":no_entry_sign: Cancelled by {who}: {why}. No credit will be issued."
     deadline = slack_time(note.expires_at)
     return f":alarm_clock: *Expired*: nobody decided before {deadline}. No credit will be issued."
 

@@ -15,7 +15,9 @@ from bot.cards.limits import MAX_ID
 
 APPROVE_ACTION_ID = "credit_note_approve"
 REJECT_ACTION_ID = "credit_note_reject"
+CANCEL_ACTION_ID = "credit_note_cancel"
 REJECT_MODAL_CALLBACK_ID = "credit_note_reject_reason"
+CANCEL_MODAL_CALLBACK_ID = "credit_note_cancel_reason"
 REJECT_REASON_BLOCK_ID = "reject_reason"
 REJECT_REASON_ACTION_ID = "reason"
 INVESTIGATE_SHORTCUT_CALLBACK_ID = "investigate_billing"

@@ -23,6 +23,9 @@ MAX_CONTEXT_TEXT = 2000
 MAX_ACTIONS_ELEMENTS = 25
 MAX_BUTTON_VALUE = 2000
 MAX_BUTTON_TEXT = 75
+MAX_CONFIRM_TITLE = 100  # a button's `confirm` dialog
+MAX_CONFIRM_TEXT = 300
+MAX_CONFIRM_BUTTON = 30
 MAX_ID = 255  # action_id, block_id, callback_id
 MAX_PRIVATE_METADATA = 3000
 MAX_VIEW_TITLE = 24
@@ -128,6 +131,26 @@ def _element_problems(element: Mapping[str, Any]) -> list[str]:
             problems.append(f"button value longer than {MAX_BUTTON_VALUE}")
         if len(_text_of(element.get("text"))) > MAX_BUTTON_TEXT:
             problems.append(f"button text longer than {MAX_BUTTON_TEXT}")
+    if element.get("confirm"):
+        problems.extend(_confirm_problems(element["confirm"]))
+    return problems
+
+
+def _confirm_problems(confirm: Mapping[str, Any]) -> list[str]:
+    limits = {
+        "title": MAX_CONFIRM_TITLE,
+        "text": MAX_CONFIRM_TEXT,
+        "confirm": MAX_CONFIRM_BUTTON,
+        "deny": MAX_CONFIRM_BUTTON,
+    }
+    problems = [
+        f"confirm {key} is missing" for key in ("title", "text", "confirm", "deny") if key not in confirm
+    ]
+    problems.extend(
+        f"confirm {key} longer than {limit}"
+        for key, limit in limits.items()
+        if len(_text_of(confirm.get(key))) > limit
+    )
     return problems
 
 

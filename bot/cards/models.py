@@ -17,7 +17,7 @@ from engine.diff import InvoiceCheck
 from engine.model import Payment
 from engine.money import money
 
-CreditNoteStatus = Literal["draft", "approved", "issued", "rejected", "expired"]
+CreditNoteStatus = Literal["draft", "approved", "issued", "rejected", "expired", "cancelled"]
 DecisionKind = Literal["approve", "reject"]
 StepKind = Literal["tool", "finding", "note", "error"]
 ProgressState = Literal["running", "done", "failed"]
@@ -175,6 +175,14 @@ class CreditNoteView:
     needed: int  # approve votes required (1, or 2 at or above the threshold)
     expires_at: datetime  # timezone-aware
     held_by_budget: bool = False  # approved, but issuing it today would pass the daily credit limit
+    issue_refused: str | None = None  # approved, but issuing it was refused (why): its case escalated
+    cancelled_by: str | None = None  # who cancelled it (a Slack user id); None: BillSleuth's own sweep
+    cancel_reason: str = ""
+
+    @property
+    def cancellable(self) -> bool:
+        """Approved and never issued, and nothing will issue it now: the card offers Cancel."""
+        return self.status == "approved" and (self.held_by_budget or self.issue_refused is not None)
 
 
 @dataclass(frozen=True)
@@ -188,7 +196,8 @@ class DecisionView:
 @dataclass(frozen=True)
 class CreditNoteCardView:
     """Everything on the card an approver decides from. While the note is a draft the card has the
-    Approve and Reject buttons; in any other status it shows the outcome and no buttons."""
+    Approve and Reject buttons; an approved note that is held or was refused at issue has Cancel; in any
+    other status it shows the outcome and no buttons."""
 
     case_id: str
     customer: CustomerView

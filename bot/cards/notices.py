@@ -1,5 +1,6 @@
 """Short messages: refusals and "nothing changed" notes (ephemeral, to the clicking user only), and the
-customer reply posted in the case thread once a credit note is issued or rejected."""
+customer reply posted in the case thread once a credit note is settled (issued, rejected, expired or
+cancelled)."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def stale_card_message(credit_note_id: str) -> Message:
 def customer_reply_message(
     case_id: str,
     credit_note_id: str,
-    outcome: Literal["issued", "rejected", "expired"],
+    outcome: Literal["issued", "rejected", "expired", "cancelled"],
     customer_reply: str,
 ) -> Message:
     """In the case thread after the decision: the reply to send the customer (the text `case show` gives)."""
@@ -45,6 +46,7 @@ def customer_reply_message(
         "issued": "the credit note was issued",
         "rejected": "the credit note was rejected",
         "expired": "the credit note expired undecided",
+        "cancelled": "the approved credit note was cancelled before it was issued",
     }[outcome]
     blocks = [
         section(

@@ -1,13 +1,16 @@
-"""The modal that asks for a reject's reason (a reject needs one). Opened with views.open in the ack path:
-the click's trigger_id lives 3 seconds. Its private_metadata says which card to update afterwards."""
+"""The modal that asks for the reason of a decision that needs one: a reject (of a draft) or a cancel (of an
+approved note that was never issued). Opened with views.open in the ack path: the click's trigger_id
+lives 3 seconds. Its callback_id says which decision it is; its private_metadata which card to update."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from bot.cards.blocks import amount, escape, plain, section
 from bot.cards.ids import (
+    CANCEL_MODAL_CALLBACK_ID,
     REJECT_MODAL_CALLBACK_ID,
     REJECT_REASON_ACTION_ID,
     REJECT_REASON_BLOCK_ID,
@@ -19,20 +22,57 @@ REASON_MIN_CHARS = 3
 REASON_MAX_CHARS = 500
 
 
-def reject_reason_modal(meta: RejectModalMetadata, note: CreditNoteView, currency: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ReasonModalWords:
+    callback_id: str
+    title: str
+    submit: str
+    close: str
+    lead: str  # "Rejecting" / "Cancelling"
+    consequence: str
+    placeholder: str
+
+
+REASON_MODALS = {
+    "reject": ReasonModalWords(
+        REJECT_MODAL_CALLBACK_ID,
+        "Reject credit note",
+        "Reject",
+        "Cancel",
+        "Rejecting",
+        "The customer then gets a reply with no amount and no promise of money back.",
+        "What is wrong with this credit note?",
+    ),
+    "cancel": ReasonModalWords(
+        CANCEL_MODAL_CALLBACK_ID,
+        "Cancel credit note",
+        "Cancel the note",
+        "Keep it",  # not "Cancel": that would read as the very decision
+        "Cancelling",
+        "It was approved but never issued; cancelled, it never will be. The customer then gets a reply "
+        "with no amount and no promise of money back, and the invoice is free for a new case.",
+        "Why should this credit note never be issued?",
+    ),
+}
+DECISION_OF_CALLBACK = {words.callback_id: decision for decision, words in REASON_MODALS.items()}
+
+
+def reason_modal(
+    decision: str, meta: RejectModalMetadata, note: CreditNoteView, currency: str
+) -> dict[str, Any]:
+    words = REASON_MODALS[decision]
     view: dict[str, Any] = {
         "type": "modal",
-        "callback_id": REJECT_MODAL_CALLBACK_ID,
+        "callback_id": words.callback_id,
         "private_metadata": meta.to_json(),
-        "title": plain("Reject credit note"),
-        "submit": plain("Reject"),
-        "close": plain("Cancel"),
+        "title": plain(words.title),
+        "submit": plain(words.submit),
+        "close": plain(words.close),
         "blocks": [
             section(
-                "reject_summary",
-                f"Rejecting *{escape(note.id)}*: {amount(note.amount, currency)} on "
-                f"`{escape(note.invoice_id)}`.\nThe customer then gets a reply with no amount and no "
-                "promise of money back.",
+                f"{decision}_summary",
+                f"{words.lead} *{escape(note.id)}*: {amount(note.amount, currency)} on "
+                f"`{escape(note.invoice_id)}`.\n{words.consequence}",
             ),
             {
                 "type": "input",
@@ -45,7 +85,7 @@ def reject_reason_modal(meta: RejectModalMetadata, note: CreditNoteView, currenc
                     "multiline": True,
                     "min_length": REASON_MIN_CHARS,
                     "max_length": REASON_MAX_CHARS,
-                    "placeholder": plain("What is wrong with this credit note?"),
+                    "placeholder": plain(words.placeholder),
                 },
             },
         ],
@@ -56,18 +96,30 @@ def reject_reason_modal(meta: RejectModalMetadata, note: CreditNoteView, currenc
     return view
 
 
-def read_reject_submission(view: Mapping[str, Any]) -> tuple[RejectModalMetadata, str]:
-    """The metadata and the typed reason from a view_submission's `view`; ValueError if either is missing.
+def reject_reason_modal(meta: RejectModalMetadata, note: CreditNoteView, currency: str) -> dict[str, Any]:
+    return reason_modal("reject", meta, note, currency)
 
-    On a blank reason, answer with `ack(response_action="errors", errors=reason_errors(...))`."""
-    if view.get("callback_id") != REJECT_MODAL_CALLBACK_ID:
-        raise ValueError(f"not the reject-reason modal: callback_id {view.get('callback_id')!r}")
+
+def read_reason_submission(view: Mapping[str, Any]) -> tuple[str, RejectModalMetadata, str]:
+    """The decision, the metadata and the typed reason from a view_submission's `view`; ValueError if any
+    is missing. On a blank reason, answer with `ack(response_action="errors", errors=reason_errors(...))`."""
+    decision = DECISION_OF_CALLBACK.get(str(view.get("callback_id")))
+    if decision is None:
+        raise ValueError(f"not a reason modal: callback_id {view.get('callback_id')!r}")
     meta = RejectModalMetadata.from_json(str(view.get("private_metadata", "")))
     values = (view.get("state") or {}).get("values") or {}
     typed = ((values.get(REJECT_REASON_BLOCK_ID) or {}).get(REJECT_REASON_ACTION_ID) or {}).get("value")
     reason = (typed or "").strip()
     if not reason:
-        raise ValueError("a reject needs a reason")
+        raise ValueError(f"a {decision} needs a reason")
+    return decision, meta, reason
+
+
+def read_reject_submission(view: Mapping[str, Any]) -> tuple[RejectModalMetadata, str]:
+    """The reject-reason modal's metadata and reason (read_reason_submission, for a reject only)."""
+    if view.get("callback_id") != REJECT_MODAL_CALLBACK_ID:
+        raise ValueError(f"not the reject-reason modal: callback_id {view.get('callback_id')!r}")
+    _, meta, reason = read_reason_submission(view)
     return meta, reason
 
 

@@ -1,4 +1,4 @@
-"""billsleuth case open|show, list, show, approve, reject"""
+"""billsleuth case open|show, list, show, approve, reject, cancel"""
 
 from __future__ import annotations
 
@@ -49,6 +49,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     reject.add_argument("-m", dest="comment", metavar="REASON", default="")
     reject.add_argument("--json", action="store_true")
     reject.set_defaults(handler=run_decide, decision="reject")
+
+    cancel = sub.add_parser(
+        "cancel", help="cancel an approved credit note that was never issued (a reason is required)"
+    )
+    cancel.add_argument("credit_note_id", metavar="CN-0001")
+    cancel.add_argument("--as", dest="approver", metavar="SLACK_USER_ID", required=True)
+    cancel.add_argument("-m", dest="comment", metavar="REASON", default="")
+    cancel.add_argument("--json", action="store_true")
+    cancel.set_defaults(handler=run_decide, decision="cancel")
 
 
 def money_text(note: dict[str, Any]) -> str:

@@ -63,6 +63,10 @@ def test_the_grammar_builds_the_same_requests_the_cli_runs() -> None:
     assert parse_command("reject CN-0002 price agreed", "U2") == Decide(
         "CN-0002", "U2", "reject", "price agreed"
     )
+    assert parse_command("cancel cn-0003 paid by hand", "U2") == Decide(
+        "CN-0003", "U2", "cancel", "paid by hand"
+    )
+    assert "/billsleuth cancel CN-0001 reason…" in HELP_TEXT
 
 
 @pytest.mark.parametrize(

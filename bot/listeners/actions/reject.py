@@ -1,5 +1,6 @@
 """Reject: ack, then open the reason modal at once — the click's trigger_id lives three seconds, so
-this happens in the listener itself, after only two quick reads (is the note still open? its currency)."""
+this happens in the listener itself, after only two quick reads (is the note still open? its currency).
+Cancel (bot/listeners/actions/cancel.py) asks for its reason the same way."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from slack_bolt.context.async_context import AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 
 from approvals import queries
-from bot.cards import reject_reason_modal
+from bot.cards import reason_modal
 from bot.cards.models import RejectModalMetadata
 from bot.decisions import Click, precheck, tell
 from bot.presenters import card_revision, customer_of_invoice, note_model
@@ -24,9 +25,21 @@ async def reject_clicked(
     context: AsyncBoltContext,
 ) -> None:
     await ack()
+    await ask_for_reason("reject", body, action, client, context)
+
+
+async def ask_for_reason(
+    decision: str,
+    body: dict[str, Any],
+    action: dict[str, Any],
+    client: AsyncWebClient,
+    context: AsyncBoltContext,
+) -> None:
+    """Open the reason modal for `decision` (reject, cancel) — or, when the click can change nothing
+    (the note moved on, the card is stale), tell the clicker why instead."""
     runtime = runtime_of(context)
     click = Click.from_payload(body, action)
-    stop = await precheck(runtime, click.credit_note_id, click.revision)
+    stop = await precheck(runtime, click.credit_note_id, click.revision, decision)
     if stop is not None:
         runtime.start(
             tell(
@@ -49,5 +62,5 @@ async def reject_clicked(
         revision=card_revision(note) if click.revision is None else click.revision,
     )
     await client.views_open(
-        trigger_id=click.trigger_id, view=reject_reason_modal(meta, note_model(note), currency)
+        trigger_id=click.trigger_id, view=reason_modal(decision, meta, note_model(note), currency)
     )

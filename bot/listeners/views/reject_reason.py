@@ -1,5 +1,5 @@
-"""The reject-reason modal submitted: a blank reason stays in the modal as a field error; otherwise the
-modal closes and the reject is decided as the submitting user."""
+"""A reason modal submitted (a reject's, or a cancel's): a blank reason stays in the modal as a field
+error; otherwise the modal closes and the decision is made as the submitting user."""
 
 from __future__ import annotations
 
@@ -7,16 +7,20 @@ from typing import Any
 
 from slack_bolt.context.async_context import AsyncBoltContext
 
-from bot.cards import read_reject_submission, reason_errors
+from bot.cards import read_reason_submission, reason_errors
 from bot.cards.models import RejectModalMetadata
+from bot.cards.reject_modal import DECISION_OF_CALLBACK
 from bot.decisions import decide, tell
 from bot.runtime import BotRuntime, runtime_of
 
-NEEDS_REASON = "A reject needs a reason: say what is wrong with this credit note."
-OUT_OF_DATE = "This form is out of date; close it and click Reject on the card again."
+NEEDS_REASON = {
+    "reject": "A reject needs a reason: say what is wrong with this credit note.",
+    "cancel": "A cancel needs a reason: say why this credit note should never be issued.",
+}
+OUT_OF_DATE = "This form is out of date; close it and click the button on the card again."
 
 
-async def reject_reason_submitted(
+async def reason_submitted(
     ack: Any, body: dict[str, Any], view: dict[str, Any], context: AsyncBoltContext
 ) -> None:
     try:
@@ -25,24 +29,30 @@ async def reject_reason_submitted(
         await ack(response_action="errors", errors=reason_errors(OUT_OF_DATE))
         return
     try:
-        meta, reason = read_reject_submission(view)
+        decision, meta, reason = read_reason_submission(view)
     except ValueError:
-        await ack(response_action="errors", errors=reason_errors(NEEDS_REASON))
+        asked_for = DECISION_OF_CALLBACK.get(str(view.get("callback_id")), "reject")
+        await ack(response_action="errors", errors=reason_errors(NEEDS_REASON[asked_for]))
         return
     await ack()
     runtime = runtime_of(context)
     user_id = str(body["user"]["id"])
-    runtime.start(reject(runtime, meta, user_id, reason), name=f"reject {meta.credit_note_id} by {user_id}")
+    runtime.start(
+        decide_with_reason(runtime, meta, user_id, decision, reason),
+        name=f"{decision} {meta.credit_note_id} by {user_id}",
+    )
 
 
-async def reject(runtime: BotRuntime, meta: RejectModalMetadata, user_id: str, reason: str) -> None:
-    # The reason was typed against the card as it was when Reject was clicked: if the card moved on
+async def decide_with_reason(
+    runtime: BotRuntime, meta: RejectModalMetadata, user_id: str, decision: str, reason: str
+) -> None:
+    # The reason was typed against the card as it was when the button was clicked: if the card moved on
     # meanwhile (another vote), say so instead of deciding on what the person did not see.
     report = await decide(
         runtime,
         meta.credit_note_id,
         user_id=user_id,
-        decision="reject",
+        decision=decision,
         comment=reason,
         seen_revision=meta.revision,
     )
