@@ -13,6 +13,7 @@ import psycopg
 
 from agent.cases import case_service
 from agent.configuration import Configuration
+from bot.cards import APPROVE_ACTION_ID
 from bot.runtime import running_bot
 from bot.slack_testing import SignedClient, SlackRecorder
 from bot.slack_testing import payloads as p
@@ -142,3 +143,65 @@ async def test_cases_finished_but_never_drawn_are_drawn_at_start_and_replies_owe
         m for m in bot_replies(slack, CHANNEL, thread) if "Reply to the customer" in all_text(m.blocks)
     ]
     assert len(replies) == 1 and issued["truth"]["overcharge"] in all_text(replies[0].blocks)
+
+
+KILL_AFTER_CLICK = (0.0, 0.02, 0.05, 0.1, 0.25)  # seconds: before, during and after the vote is applied
+
+
+def note_status(db_url: str, case_thread: str) -> str | None:
+    with psycopg.connect(db_url) as conn:
+        row = conn.execute(
+            "SELECT n.status FROM credit_notes n JOIN cases c ON c.id = n.case_id WHERE c.thread_ts = %s",
+            (case_thread,),
+        ).fetchone()
+    return row[0] if row else None
+
+
+def tells_the_truth(slack: SlackRecorder, db_url: str, thread: str, card_ts: str) -> bool:
+    """The card and the thread match the note: issued → no buttons, one customer reply; still a draft (the
+    click died before it was claimed) → both buttons and no reply. Never approved-and-stuck."""
+    status = note_status(db_url, thread)
+    card = slack.message(CHANNEL, card_ts)
+    replies = [
+        m for m in bot_replies(slack, CHANNEL, thread) if "Reply to the customer" in all_text(m.blocks)
+    ]
+    if status == "issued":
+        return buttons(card) == [] and "Issued" in all_text(card.blocks) and len(replies) == 1
+    return status == "draft" and buttons(card) == ["Approve", "Reject"] and replies == []
+
+
+async def test_a_bot_killed_around_an_approve_click_leaves_every_card_telling_the_truth(
+    ready_db_url: str, slack: SlackRecorder
+) -> None:
+    credits = [
+        sc
+        for sc in sixteen_customers()
+        if sc["truth"]["expected_action"] == "credit_note" and Decimal(sc["truth"]["overcharge"]) < 300
+    ]
+    cards: list[tuple[str, str]] = []
+    for sc, delay in zip(credits, KILL_AFTER_CLICK, strict=False):
+        with bot_processes(ready_db_url, slack, 1) as [(process, url)]:
+            await wait_until_serving(url, process)
+            async with SignedClient(url + "/slack/events", SECRET) as client:
+                event = mention(slack, f"{sc['customer_id']} {sc['question']}")
+                thread = event["event"]["ts"]
+                assert (await client.send(event)).status == 200
+                await eventually(lambda: any(buttons(m) for m in bot_replies(slack, CHANNEL, thread)))  # noqa: B023
+                (card,) = bot_replies(slack, CHANNEL, thread)
+                click = p.click(
+                    card.to_slack(), user=FINANCE[0], channel=CHANNEL, action_id=APPROVE_ACTION_ID
+                )
+                assert (await client.send(click)).status == 200
+                await asyncio.sleep(delay)
+            process.send_signal(signal.SIGKILL)
+            process.wait(10)
+        cards.append((thread, card.ts))
+    assert len(cards) == len(KILL_AFTER_CLICK)
+
+    with bot_processes(ready_db_url, slack, 1) as [(process, url)]:
+        await wait_until_serving(url, process)
+        await eventually(
+            lambda: all(tells_the_truth(slack, ready_db_url, t, ts) for t, ts in cards), timeout=30
+        )
+        await asyncio.sleep(0.5)  # time for a second reply, if there were going to be one
+    assert all(tells_the_truth(slack, ready_db_url, t, ts) for t, ts in cards)
