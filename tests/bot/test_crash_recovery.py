@@ -58,9 +58,15 @@ def case_statuses(db_url: str) -> list[str]:
 
 
 def answered(slack: SlackRecorder, thread: str) -> bool:
-    """The thread's one bot message has become the card or the explanation."""
-    replies = bot_replies(slack, CHANNEL, thread)
-    return len(replies) == 1 and "Investigating" not in all_text(replies[0].blocks)
+    """The thread holds exactly one card or explanation.
+
+    A process killed in the few milliseconds between posting a case's progress message and recording its
+    ts leaves that message behind (the bot cannot read the thread to find it again: it has no history
+    scope); recovery then posts the card as a new message. So at most one stale progress message may sit
+    beside the answer, never instead of it."""
+    replies = [all_text(m.blocks) for m in bot_replies(slack, CHANNEL, thread)]
+    answers = [text for text in replies if "Investigating" not in text]
+    return len(answers) == 1 and len(replies) <= 2
 
 
 async def test_a_bot_killed_with_mentions_in_flight_answers_every_one_after_a_restart(
