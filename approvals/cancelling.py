@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from approvals import activity
 from approvals.config import ApprovalSettings
-from approvals.decisions import Ballot, check_identity, check_not_requester
+from approvals.decisions import Ballot, check_identity, check_not_requester, record_refused
 from approvals.models import ApprovalRefused, DecisionOutcome, Rule
 from approvals.policy import utc_now
 from approvals.queries import note_row_in, votes_in
@@ -55,17 +55,7 @@ async def cancel(
                 conn, note, ballot.actor_type, approver, ballot.comment, now or utc_now()
             )
     except ApprovalRefused as refusal:
-        await activity.record_refusal(
-            engine,
-            ballot.actor_type,
-            approver,
-            "approval.refused",
-            "credit_note",
-            credit_note_id,
-            rule=refusal.rule,
-            message=refusal.message,
-            details={"decision": CANCEL, "comment": ballot.comment},
-        )
+        await record_refused(engine, ballot, refusal)
         raise
 
 

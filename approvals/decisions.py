@@ -100,18 +100,23 @@ async def decide(
     except _AlreadyResolved as resolved:
         return resolved.outcome
     except ApprovalRefused as refusal:
-        await activity.record_refusal(
-            engine,
-            ballot.actor_type,
-            approver,
-            "approval.refused",
-            "credit_note",
-            credit_note_id,
-            rule=refusal.rule,
-            message=refusal.message,
-            details={"decision": decision, "comment": ballot.comment},
-        )
+        await record_refused(engine, ballot, refusal)
         raise
+
+
+async def record_refused(engine: AsyncEngine, ballot: Ballot, refusal: ApprovalRefused) -> None:
+    """A refused decision leaves one activity row, in its own transaction, and nothing else."""
+    await activity.record_refusal(
+        engine,
+        ballot.actor_type,
+        ballot.approver,
+        "approval.refused",
+        "credit_note",
+        ballot.credit_note_id,
+        rule=refusal.rule,
+        message=refusal.message,
+        details={"decision": ballot.decision, "comment": ballot.comment},
+    )
 
 
 async def _count_vote(
