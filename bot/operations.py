@@ -39,6 +39,7 @@ class OpenCase:
     requester: str
     channel: str | None = None
     thread_ts: str | None = None
+    opened_from: str | None = None  # cli:<os user> from the CLI: that OS user may not decide the case
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,9 @@ class Decide:
     decision: str  # approve | reject
     comment: str = ""
     approver_is_bot: bool = False
+    source: str | None = (
+        None  # slack:<team id> or cli:<os user> (approvals.source); the CLI's door is checked
+    )
 
 
 Request = OpenCase | ShowCase | ListNotes | ShowNote | Decide
@@ -140,6 +144,7 @@ async def _open_case(service: CaseService, request: OpenCase) -> Result:
         customer_id=customer_id,
         channel=request.channel,
         thread_ts=request.thread_ts,
+        opened_from=request.opened_from,
     )
     return Result(case, f"{case['case_id']}: {case['status']}")
 
@@ -166,6 +171,8 @@ async def _show_note(service: CaseService, request: ShowNote) -> Result:
                 "decision": v.decision,
                 "comment": v.comment,
                 "at": v.decided_at.isoformat(),
+                "source": v.source,
+                "via": v.via,  # "via CLI by <os user>" for a vote cast from the CLI
             }
             for v in votes
         ],
@@ -214,5 +221,6 @@ async def _decide(service: CaseService, request: Decide) -> Result:
         decision=request.decision,
         comment=request.comment,
         approver_is_bot=request.approver_is_bot,
+        source=request.source,
     )
     return Result(case, outcome.message, {"changed": outcome.changed, "status": outcome.status})

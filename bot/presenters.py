@@ -87,7 +87,7 @@ def note_model(note: Note, *, held_by_budget: bool = False) -> CreditNoteView:
 
 
 def decision_views(votes: Sequence[Vote]) -> list[DecisionView]:
-    return [DecisionView(v.approver, v.decision, v.comment, v.decided_at) for v in votes]  # type: ignore[arg-type]
+    return [DecisionView(v.approver, v.decision, v.comment, v.decided_at, v.via) for v in votes]  # type: ignore[arg-type]
 
 
 def args_summary(args: Mapping[str, Any] | None) -> str:
