@@ -22,7 +22,7 @@ from agent.checkpoint import open_checkpointer
 from agent.configuration import CaseContext, Configuration
 from agent.graph import NO_MONEY, build_graph, settled_on_note
 from agent.state import CaseState
-from approvals import activity, cancelling, decisions, expiry, issuing, queries
+from approvals import activity, cancelling, decisions, expiry, issuing, policy_store, queries
 from approvals.config import ApprovalSettings
 from approvals.models import ApprovalRefused, CreditNoteView, DecisionOutcome, Rule
 from engine import schema
@@ -64,6 +64,11 @@ class CaseService:
     graph: Any
     configuration: Configuration
     approval_settings: ApprovalSettings
+    # True when the settings are the database's stored policy (re-read before every decision, so a bot
+    # started since, or `policy apply`, is obeyed at once); False for settings a caller fixed (tests, eval).
+    follows_stored_policy: bool = False
+    # Where this process's own environment disagrees with the stored policy (it warns; the stored one holds).
+    policy_differences: tuple[policy_store.Difference, ...] = ()
     # A case lock holds a pooled connection for a whole graph run, which checks out more of its own. With
     # at most this many holders per process the pool (5 + 10 overflow) always has connections left for
     # them, so holders never end up waiting on each other for one.
@@ -91,10 +96,12 @@ class CaseService:
         channel: str | None = None,
         thread_ts: str | None = None,
         status: str = QUEUED,
+        opened_from: str | None = None,
     ) -> str:
         """Record a new case on the caller's connection and return its id: `queued` until an
         investigation slot runs it. Written in the transaction that claims the request (a Slack event),
-        so a claimed request always has its case, and recovery finds it whatever stops the process."""
+        so a claimed request always has its case, and recovery finds it whatever stops the process.
+        `opened_from`: `cli:<os user>` for a case opened from the CLI (that OS user may not decide it)."""
         question = question.strip()
         if not question:
             raise ValueError("the complaint is empty: say what the customer wrote")
@@ -108,11 +115,11 @@ class CaseService:
                 status=status,
                 channel=channel,
                 thread_ts=thread_ts,
+                opened_from=opened_from,
             )
         )
-        await activity.record(
-            conn, "user", requester, "case.opened", "case", case_id, {"customer_id": customer_id}
-        )
+        details = {"customer_id": customer_id, **({"opened_from": opened_from} if opened_from else {})}
+        await activity.record(conn, "user", requester, "case.opened", "case", case_id, details)
         return case_id
 
     async def open_case(
@@ -126,6 +133,7 @@ class CaseService:
         message_ts: str | None = None,
         on_progress: ProgressCallback | None = None,
         case_id: str | None = None,
+        opened_from: str | None = None,
     ) -> dict[str, Any]:
         """Run a case's investigation to its end or its pause, and return the case JSON.
 
@@ -137,7 +145,7 @@ class CaseService:
             async with self.engine.begin() as conn:
                 case_id = await self.register_case(
                     conn, question, requester=requester, customer_id=customer_id, channel=channel,
-                    thread_ts=thread_ts,
+                    thread_ts=thread_ts, opened_from=opened_from,
                 )  # fmt: skip
         initial: CaseState = {
             "case_id": case_id,
@@ -220,8 +228,10 @@ class CaseService:
         decision: str,
         comment: str = "",
         approver_is_bot: bool = False,
+        source: str | None = None,
     ) -> tuple[DecisionOutcome, dict[str, Any]]:
-        """Claim the decision in the database first (compare-and-set), then resume the paused graph."""
+        """Claim the decision in the database first (compare-and-set), then resume the paused graph.
+        `source`: where the vote came from, `slack:<team id>` or `cli:<os user>` (approvals.source)."""
         note = await queries.get_credit_note(self.engine, credit_note_id)
         if note.case_id is None:
             raise CaseNotFound(f"{credit_note_id} was not drafted by a case")
@@ -234,8 +244,9 @@ class CaseService:
                 decision=decision,
                 comment=comment,
                 requester=row.requester,
-                settings=self.approval_settings,
+                settings=await self.settings_in_force(),
                 approver_is_bot=approver_is_bot,
+                source=source,
             )
         except ApprovalRefused as refusal:
             if refusal.rule == Rule.EXPIRED:  # the vote found the draft overdue and expired it
@@ -246,7 +257,13 @@ class CaseService:
         return outcome, await self.show_case(note.case_id)
 
     async def cancel(
-        self, credit_note_id: str, *, approver: str, reason: str, approver_is_bot: bool = False
+        self,
+        credit_note_id: str,
+        *,
+        approver: str,
+        reason: str,
+        approver_is_bot: bool = False,
+        source: str | None = None,
     ) -> tuple[DecisionOutcome, dict[str, Any]]:
         """Cancel an approved note that was never issued (held, or refused at issue); its case rewrites the
         customer reply as for a reject, and its invoice is free for a new case."""
@@ -260,14 +277,24 @@ class CaseService:
             approver=approver,
             reason=reason,
             requester=row.requester,
-            settings=self.approval_settings,
+            settings=await self.settings_in_force(),
             approver_is_bot=approver_is_bot,
+            source=source,
         )
         if outcome.changed:
             await self.take_note_outcome(
                 note.case_id, {"approver": approver, "decision": "cancel", "comment": reason}
             )
         return outcome, await self.show_case(note.case_id)
+
+    async def settings_in_force(self) -> ApprovalSettings:
+        """The policy to decide by: the stored one as it is now, when this service follows it (another
+        bot's start or `policy apply` may have changed it since this process began)."""
+        if self.follows_stored_policy:
+            stored = await policy_store.read_policy(self.engine)
+            if stored is not None:
+                self.approval_settings = stored
+        return self.approval_settings
 
     async def take_note_outcome(self, case_id: str, decision: dict[str, Any]) -> bool:
         """Let the case take its note's outcome: resume it when it is waiting; a case that already ended
@@ -324,7 +351,7 @@ class CaseService:
         notes the daily limit has held longer than the hold limit."""
         expired = await expiry.expire_overdue(self.engine, now)
         settled = await self.settle_waiting_cases()
-        cancelled = await cancelling.cancel_long_holds(self.engine, self.approval_settings, now)
+        cancelled = await cancelling.cancel_long_holds(self.engine, await self.settings_in_force(), now)
         if cancelled:  # their cases rewrite the customer reply
             settled += await self.settle_waiting_cases(release_held=False)
         return Sweep(expired, settled, cancelled)
@@ -564,21 +591,58 @@ def case_json(row: Any, note: CreditNoteView | None) -> dict[str, Any]:
     }
 
 
+# How a service comes by its policy (see `case_service`).
+FIXED, COMMAND, BOT_START = "fixed", "command", "bot start"
+
+
 @asynccontextmanager
 async def case_service(
     libpq_url: str,
     configuration: Configuration | None = None,
     approval_settings: ApprovalSettings | None = None,
+    *,
+    policy: str | None = None,
+    actor: str = activity.BILLSLEUTH,
 ) -> AsyncIterator[CaseService]:
-    """A ready CaseService on this database: engine, checkpointer pool, compiled graph."""
+    """A ready CaseService on this database: engine, checkpointer pool, compiled graph.
+
+    `policy` — how it comes by the policy it enforces; `approval_settings` (default: the environment's)
+    are this process's own:
+    - COMMAND (the default without settings): the database's stored policy; when there is none yet, its
+      own is stored first (by `actor`). Where its own disagrees is in `policy_differences`, for a warning.
+    - BOT_START: its own is written as the stored policy (audited, by `actor`), then enforced.
+    - FIXED (the default with settings): exactly the given settings, the store neither read nor written
+      (tests and the evaluation, which pin their own policy).
+    """
+    mode = policy or (FIXED if approval_settings is not None else COMMAND)
+    own = approval_settings or ApprovalSettings.from_env()
     engine = create_engine(libpq_url)
     try:
+        settings, differences = await _policy_for(engine, own, mode, actor)
         async with open_checkpointer(libpq_url) as saver:
             yield CaseService(
                 engine,
                 build_graph(saver),
                 configuration or Configuration.from_env(),
-                approval_settings or ApprovalSettings.from_env(),
+                settings,
+                follows_stored_policy=mode != FIXED,
+                policy_differences=differences,
             )
     finally:
         await engine.dispose()
+
+
+async def _policy_for(
+    engine: AsyncEngine, own: ApprovalSettings, mode: str, actor: str
+) -> tuple[ApprovalSettings, tuple[policy_store.Difference, ...]]:
+    if mode == FIXED:
+        return own, ()
+    if mode == BOT_START:
+        stored = await policy_store.store_policy(
+            engine, own, actor_type=activity.SYSTEM, actor_id=actor, why=policy_store.BOT_START
+        )
+        return stored, ()
+    if mode != COMMAND:
+        raise ValueError(f"policy must be {FIXED!r}, {COMMAND!r} or {BOT_START!r}, not {mode!r}")
+    in_force = await policy_store.policy_in_force(engine, own, actor_type=activity.USER, actor_id=actor)
+    return in_force.settings, in_force.differences

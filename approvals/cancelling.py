@@ -39,11 +39,14 @@ async def cancel(
     requester: str | None,
     settings: ApprovalSettings,
     approver_is_bot: bool = False,
+    source: str | None = None,
     now: datetime | None = None,
 ) -> DecisionOutcome:
     """One approver cancels an approved, never-issued note. `changed` is False when it was already
     cancelled. Raises ApprovalRefused (recorded; nothing else changes), UnknownCreditNote."""
-    ballot = Ballot(credit_note_id, approver, CANCEL, (reason or "").strip(), requester, approver_is_bot)
+    ballot = Ballot(
+        credit_note_id, approver, CANCEL, (reason or "").strip(), requester, approver_is_bot, source
+    )
     try:
         async with engine.begin() as conn:
             note = await note_row_in(conn, credit_note_id, lock=True)
@@ -52,7 +55,7 @@ async def cancel(
             if not ballot.comment:
                 raise ApprovalRefused(Rule.REASON_REQUIRED, "a cancel needs a reason")
             return await _cancel_locked(
-                conn, note, ballot.actor_type, approver, ballot.comment, now or utc_now()
+                conn, note, ballot.actor_type, approver, ballot.comment, now or utc_now(), source
             )
     except ApprovalRefused as refusal:
         await record_refused(engine, ballot, refusal)
@@ -98,7 +101,13 @@ async def cancel_long_holds(
 
 
 async def _cancel_locked(
-    conn: AsyncConnection, note: Row[Any], actor_type: str, actor_id: str, reason: str, now: datetime
+    conn: AsyncConnection,
+    note: Row[Any],
+    actor_type: str,
+    actor_id: str,
+    reason: str,
+    now: datetime,
+    source: str | None = None,
 ) -> DecisionOutcome:
     """approved → cancelled on a note whose row lock the caller holds."""
     approvals = sum(v.decision == "approve" for v in await votes_in(conn, note.id))
@@ -123,6 +132,12 @@ async def _cancel_locked(
         "credit_note.cancelled",
         "credit_note",
         note.id,
-        {"reason": reason, "amount": note.amount, "invoice_id": note.invoice_id, "case_id": note.case_id},
+        {
+            "reason": reason,
+            "amount": note.amount,
+            "invoice_id": note.invoice_id,
+            "case_id": note.case_id,
+            "source": source,
+        },
     )
     return DecisionOutcome(note.id, CANCELLED, approvals, note.needed, True, f"{note.id} cancelled: {reason}")

@@ -19,6 +19,19 @@ TWO_PERSON_THRESHOLD = "BILLSLEUTH_TWO_PERSON_THRESHOLD"
 DAILY_CREDIT_LIMIT = "BILLSLEUTH_DAILY_CREDIT_LIMIT"
 APPROVAL_TTL_HOURS = "BILLSLEUTH_APPROVAL_TTL_HOURS"
 HOLD_MAX_DAYS = "BILLSLEUTH_HOLD_MAX_DAYS"
+SUPPORT = "BILLSLEUTH_SUPPORT"
+CLI_DECISIONS = "BILLSLEUTH_CLI_DECISIONS"
+# Every variable of the policy in force, in the order `policy show` and doctor list them.
+POLICY_VARIABLES = (
+    APPROVERS,
+    SUPPORT,
+    TWO_PERSON_THRESHOLD,
+    DAILY_CREDIT_LIMIT,
+    APPROVAL_TTL_HOURS,
+    HOLD_MAX_DAYS,
+    CLI_DECISIONS,
+)
+ON, OFF = "on", "off"
 
 DEFAULT_TWO_PERSON_THRESHOLD = Decimal("300.00")
 DEFAULT_DAILY_CREDIT_LIMIT = Decimal("5000.00")
@@ -117,6 +130,16 @@ def _days(variable: str, value: object) -> int:
     return _whole(variable, value, "days")
 
 
+def _switch(variable: str, value: object) -> bool:
+    """`on` or `off` (a bool from code); anything else is a mistake worth naming, not a silent off."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text not in (ON, OFF):
+        raise SettingsError(f"{variable} must be on or off, got {value!r}")
+    return text == ON
+
+
 def _approvers(variable: str, value: str | Iterable[str]) -> frozenset[str]:
     entries = value.split(",") if isinstance(value, str) else list(value)
     ids = [entry.strip() for entry in entries if entry.strip()]
@@ -128,8 +151,9 @@ def _approvers(variable: str, value: str | Iterable[str]) -> frozenset[str]:
 
 @dataclass(frozen=True)
 class ApprovalSettings:
-    """Who may approve, when two people must, how much may leave per UTC day, how long a draft lives, and
-    how long an approved note may be held by the daily limit."""
+    """The policy: who may approve, when two people must, how much may leave per UTC day, how long a draft
+    lives, how long an approved note may be held by the daily limit, who is support staff, and whether the
+    CLI may decide. The database stores the one in force (approvals.policy_store)."""
 
     approvers: frozenset[str] = frozenset()  # empty: nobody can approve
     two_person_threshold: Decimal = DEFAULT_TWO_PERSON_THRESHOLD
@@ -138,6 +162,8 @@ class ApprovalSettings:
     hold_max_days: int = DEFAULT_HOLD_MAX_DAYS  # an approved note held by the daily limit is cancelled after
     # Per-currency daily limits (`JPY:750000` in the variable); a currency not named has daily_credit_limit.
     currency_daily_limits: tuple[tuple[str, Decimal], ...] | Mapping[str, Decimal] = field(default=())
+    support: frozenset[str] = frozenset()  # Slack user IDs of support staff (may open and read cases)
+    cli_decisions: bool = False  # approve/reject/cancel from the CLI: a break-glass door, shut by default
 
     def __post_init__(self) -> None:
         # Normalise and validate whatever the caller passed (a list of IDs, "300" as a string, …).
@@ -154,6 +180,8 @@ class ApprovalSettings:
         set_(self, "approval_ttl_hours", _hours(APPROVAL_TTL_HOURS, self.approval_ttl_hours))
         set_(self, "hold_max_days", _days(HOLD_MAX_DAYS, self.hold_max_days))
         set_(self, "currency_daily_limits", _currency_limits(DAILY_CREDIT_LIMIT, self.currency_daily_limits))
+        set_(self, "support", _approvers(SUPPORT, self.support))
+        set_(self, "cli_decisions", _switch(CLI_DECISIONS, self.cli_decisions))
 
     def daily_limit_for(self, currency: str) -> Decimal:
         """The credit that may be issued per UTC day in `currency`: its own limit, or the plain one."""
@@ -164,6 +192,20 @@ class ApprovalSettings:
         named = "".join(f", {code} {amount}" for code, amount in self.currency_daily_limits)
         return f"{self.daily_credit_limit} per currency{named}"
 
+    def as_env(self) -> dict[str, str]:
+        """Every policy variable in its canonical text form: what the database stores, what `from_env`
+        reads back to equal settings, and what two policies are compared by."""
+        limits = "".join(f",{code}:{amount}" for code, amount in self.currency_daily_limits)
+        return {
+            APPROVERS: ",".join(sorted(self.approvers)),
+            SUPPORT: ",".join(sorted(self.support)),
+            TWO_PERSON_THRESHOLD: str(self.two_person_threshold),
+            DAILY_CREDIT_LIMIT: f"{self.daily_credit_limit}{limits}",
+            APPROVAL_TTL_HOURS: str(self.approval_ttl_hours),
+            HOLD_MAX_DAYS: str(self.hold_max_days),
+            CLI_DECISIONS: ON if self.cli_decisions else OFF,
+        }
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ApprovalSettings:
         env = os.environ if environ is None else environ
@@ -172,7 +214,7 @@ class ApprovalSettings:
             return env.get(variable, "").strip()  # set but blank means "use the default"
 
         threshold, limit, ttl = raw(TWO_PERSON_THRESHOLD), raw(DAILY_CREDIT_LIMIT), raw(APPROVAL_TTL_HOURS)
-        hold = raw(HOLD_MAX_DAYS)
+        hold, cli = raw(HOLD_MAX_DAYS), raw(CLI_DECISIONS)
         daily_limit, currency_limits = (
             _daily_limits(DAILY_CREDIT_LIMIT, limit) if limit else (DEFAULT_DAILY_CREDIT_LIMIT, ())
         )
@@ -187,4 +229,6 @@ class ApprovalSettings:
             currency_daily_limits=currency_limits,
             approval_ttl_hours=_hours(APPROVAL_TTL_HOURS, ttl) if ttl else DEFAULT_APPROVAL_TTL_HOURS,
             hold_max_days=_days(HOLD_MAX_DAYS, hold) if hold else DEFAULT_HOLD_MAX_DAYS,
+            support=_approvers(SUPPORT, raw(SUPPORT)),
+            cli_decisions=_switch(CLI_DECISIONS, cli) if cli else False,
         )

@@ -4,6 +4,10 @@ Who may vote: a Slack user ID on BILLSLEUTH_APPROVERS, never a bot, never the li
 person who opened the case. One vote each; at or above the threshold two distinct people must approve;
 a reject needs a reason and ends the note at once.
 
+Where from: every vote records its source (`slack:<team id>` or `cli:<os user>`). The CLI is a break-glass
+door, shut unless the stored policy opens it (`cli_decisions`), and the OS user who opened a case from
+the CLI cannot decide it from the CLI under any Slack id.
+
 Concurrency: a vote locks the note row (FOR UPDATE) before counting, so two approvers clicking at the
 same moment are counted one after the other, never both as "the first of two". The status change
 itself is a conditional UPDATE … WHERE status = 'draft', so a decision never overwrites another.
@@ -23,7 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from approvals import activity
 from approvals.config import ApprovalSettings, is_slack_user_id
 from approvals.expiry import expire_if_overdue
-from approvals.models import ApprovalRefused, DecisionOutcome, Rule, Vote
+from approvals.models import CLI_SOURCE, ApprovalRefused, DecisionOutcome, Rule, Vote
 from approvals.policy import note_args_hash, utc_now
 from approvals.queries import APPROVE, REJECT, note_row_in, votes_in
 from engine import schema as t
@@ -59,6 +63,11 @@ class Ballot:
     comment: str
     requester: str | None
     approver_is_bot: bool
+    source: str | None = None  # slack:<team id> or cli:<os user>; None: a caller that did not say
+
+    @property
+    def from_cli(self) -> bool:
+        return bool(self.source) and str(self.source).startswith(CLI_SOURCE)
 
     @property
     def actor_type(self) -> str:
@@ -77,6 +86,7 @@ async def decide(
     requester: str | None,
     settings: ApprovalSettings,
     approver_is_bot: bool = False,
+    source: str | None = None,
     now: datetime | None = None,
 ) -> DecisionOutcome:
     """Record one person's approve/reject and resolve the note when the vote settles it.
@@ -88,7 +98,9 @@ async def decide(
     """
     if decision not in OUTCOME:
         raise ValueError(f"decision must be 'approve' or 'reject', not {decision!r}")
-    ballot = Ballot(credit_note_id, approver, decision, (comment or "").strip(), requester, approver_is_bot)
+    ballot = Ballot(
+        credit_note_id, approver, decision, (comment or "").strip(), requester, approver_is_bot, source
+    )
     await expire_if_overdue(engine, credit_note_id, now or utc_now())
     try:
         try:
@@ -115,7 +127,7 @@ async def record_refused(engine: AsyncEngine, ballot: Ballot, refusal: ApprovalR
         ballot.credit_note_id,
         rule=refusal.rule,
         message=refusal.message,
-        details={"decision": ballot.decision, "comment": ballot.comment},
+        details={"decision": ballot.decision, "comment": ballot.comment, "source": ballot.source},
     )
 
 
@@ -153,6 +165,12 @@ async def _count_vote(
 
 
 def check_identity(ballot: Ballot, settings: ApprovalSettings) -> None:
+    if ballot.from_cli and not settings.cli_decisions:
+        raise ApprovalRefused(
+            Rule.CLI_DECISIONS_OFF,
+            "decisions from the CLI are off in the stored policy; decide in Slack "
+            "(or start the bot with BILLSLEUTH_CLI_DECISIONS=on)",
+        )
     approver = ballot.approver
     if approver.strip().lower() == "agent":
         raise ApprovalRefused(
@@ -167,17 +185,27 @@ def check_identity(ballot: Ballot, settings: ApprovalSettings) -> None:
 
 
 async def check_not_requester(conn: AsyncConnection, ballot: Ballot, case_id: str | None) -> None:
-    """The caller names the requester; the case row, when there is one, is checked as well."""
+    """The caller names the requester; the case row, when there is one, is checked as well. From the
+    CLI the OS user counts too: whoever opened the case from a shell (`cli:<os user>`, under any
+    `--as`) cannot decide it from that shell under any Slack id."""
     approver = ballot.approver
     requesters = {ballot.requester} if ballot.requester else set()
     if case_id is not None:
-        recorded = (await conn.execute(select(t.cases.c.requester).where(t.cases.c.id == case_id))).scalar()
-        if recorded:
-            requesters.add(recorded)
+        cases = t.cases.c
+        found = (
+            await conn.execute(select(cases.requester, cases.opened_from).where(cases.id == case_id))
+        ).first()
+        if found is not None:
+            requesters |= {who for who in found if who}
     if approver in requesters:
         raise ApprovalRefused(
             Rule.REQUESTER_CANNOT_APPROVE,
             f"{approver} opened this case and cannot also decide its credit note",
+        )
+    if ballot.from_cli and ballot.source in requesters:
+        raise ApprovalRefused(
+            Rule.REQUESTER_CANNOT_APPROVE,
+            f"{ballot.source} opened this case and cannot also decide its credit note, under any --as",
         )
 
 
@@ -221,6 +249,7 @@ async def _insert_vote(conn: AsyncConnection, note: Row[Any], ballot: Ballot, no
             comment=comment,
             args_hash=note.args_hash,  # the vote is bound to exactly these arguments
             decided_at=now,
+            source=ballot.source,
         )
     )
     await activity.record(
@@ -230,7 +259,7 @@ async def _insert_vote(conn: AsyncConnection, note: Row[Any], ballot: Ballot, no
         "approval.recorded",
         "credit_note",
         note.id,
-        {"decision": decision, "comment": comment, "args_hash": note.args_hash},
+        {"decision": decision, "comment": comment, "args_hash": note.args_hash, "source": ballot.source},
     )
 
 

@@ -13,6 +13,9 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
+CLI_SOURCE = "cli:"  # a decision's source from the CLI: cli:<os user>
+SLACK_SOURCE = "slack:"  # from a Slack-signed payload: slack:<team id>
+
 
 class Rule(StrEnum):
     """The rule a refusal names. Values are stable: the activity log and the bot rely on them."""
@@ -36,6 +39,7 @@ class Rule(StrEnum):
     APPROVER_ID = "approver_id"
     NOT_AN_APPROVER = "not_an_approver"
     REQUESTER_CANNOT_APPROVE = "requester_cannot_approve"
+    CLI_DECISIONS_OFF = "cli_decisions_off"  # the CLI's break-glass door is shut by the stored policy
     REASON_REQUIRED = "reason_required"
     EXPIRED = "expired"
     ONE_VOTE_EACH = "one_vote_each"
@@ -82,6 +86,14 @@ class Vote:
     comment: str
     args_hash: str  # the note's args_hash when the vote was cast
     decided_at: datetime
+    source: str | None = None  # slack:<team id> or cli:<os user>; None for votes cast before it was kept
+
+    @property
+    def via(self) -> str | None:
+        """ "via CLI by alice" for a vote cast from the CLI (the card and `show` say so); else None."""
+        if self.source and self.source.startswith(CLI_SOURCE):
+            return f"via CLI by {self.source[len(CLI_SOURCE) :]}"
+        return None
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ REJECT = "reject"
 
 
 def _vote(row: Row[Any]) -> Vote:
-    return Vote(row.approver, row.decision, row.comment, row.args_hash, row.decided_at)
+    return Vote(row.approver, row.decision, row.comment, row.args_hash, row.decided_at, row.source)
 
 
 def to_view(note: Row[Any], votes: Sequence[Vote]) -> CreditNoteView:

@@ -2,7 +2,8 @@
 approve|reject|cancel` — all go through `decide` here, and from there through CaseService.decide (a vote:
 claim, then resume) or CaseService.cancel (the end of an approved note that was never issued).
 
-Identity is the Slack user id from the signed payload, handed in by the listener. What the person who
+Identity is the Slack user id from the signed payload, handed in by the listener, with the workspace it
+came from (`slack:<team id>`, recorded as the vote's source). What the person who
 clicked should hear (a refusal naming its rule, "already decided", "that card was out of date") comes back
 as a notice for them alone; what everyone should see (the card, the customer reply) is drawn here.
 """
@@ -16,7 +17,7 @@ from typing import Any
 
 from agent.cases import CaseNotFound
 from approvals import queries
-from approvals.models import DecisionOutcome, Refused, Rule, UnknownCreditNote
+from approvals.models import SLACK_SOURCE, DecisionOutcome, Refused, Rule, UnknownCreditNote
 from bot.cards import already_decided_message, parse_block_id, refusal_message, stale_card_message
 from bot.cards.models import Message, Refusal
 from bot.case_messages import settle_card
@@ -55,6 +56,7 @@ class Click:
     thread_ts: str | None
     in_home: bool
     trigger_id: str
+    team_id: str | None = None  # the workspace the signed payload came from
 
     @classmethod
     def from_payload(cls, body: Mapping[str, Any], action: Mapping[str, Any]) -> Click:
@@ -69,7 +71,23 @@ class Click:
             thread_ts=container.get("thread_ts"),
             in_home=container.get("type") == "view",
             trigger_id=str(body.get("trigger_id") or ""),
+            team_id=team_of(body),
         )
+
+    @property
+    def source(self) -> str:
+        return slack_source(self.team_id)
+
+
+def team_of(body: Mapping[str, Any]) -> str | None:
+    """The workspace of a signed interaction payload: body.team.id, else the user's team_id."""
+    team = (body.get("team") or {}).get("id") or (body.get("user") or {}).get("team_id")
+    return str(team) if team else None
+
+
+def slack_source(team_id: str | None) -> str:
+    """A Slack vote's approvals.source: `slack:<team id>`."""
+    return f"{SLACK_SOURCE}{team_id or 'unknown'}"
 
 
 def refusal(rule: str, reason: str) -> Message:
@@ -99,6 +117,7 @@ async def decide(
     decision: str,
     comment: str = "",
     seen_revision: int | None = None,
+    source: str | None = None,
 ) -> DecisionReport:
     """One person's vote, or their cancel. With `seen_revision` (a click) a decided note or an
     out-of-date card changes nothing; without it (the slash command) approvals/ judges a repeat or a
@@ -110,10 +129,12 @@ async def decide(
     service = runtime.service
     try:
         if decision == CANCEL:
-            outcome, case = await service.cancel(credit_note_id, approver=user_id, reason=comment)
+            outcome, case = await service.cancel(
+                credit_note_id, approver=user_id, reason=comment, source=source
+            )
         else:
             outcome, case = await service.decide(
-                credit_note_id, approver=user_id, decision=decision, comment=comment
+                credit_note_id, approver=user_id, decision=decision, comment=comment, source=source
             )
     except UnknownCreditNote:
         return DecisionReport(refusal(UNKNOWN_NOTE_RULE, f"there is no credit note {credit_note_id}"))

@@ -54,6 +54,7 @@ async def check_database() -> list[Check]:
     engine = create_engine(url)
     try:
         chain = await check_activity_chain(engine, current=revision == head)
+        policy = await check_policy(engine, current=revision == head)
         async with engine.connect() as conn:
             has_checkpoints = (await conn.execute(text("SELECT to_regclass('public.checkpoints')"))).scalar()
             n_customers = (
@@ -80,7 +81,33 @@ async def check_database() -> list[Check]:
             "ledger", "ok" if n_customers else "warn", ledger, "" if n_customers else "run `billsleuth seed`"
         )
     )
-    return [*checks, chain]
+    return [*checks, chain, policy]
+
+
+async def check_policy(engine: AsyncEngine, *, current: bool) -> Check:
+    """The stored policy (what every process enforces) against this environment's."""
+    from approvals.config import ApprovalSettings, SettingsError
+    from approvals.policy_store import differences, read_policy
+
+    if not current:
+        return Check("policy", "warn", "not read: the schema is behind", "run `billsleuth db upgrade`")
+    try:
+        own = ApprovalSettings.from_env()
+        stored = await read_policy(engine)
+    except SettingsError as error:
+        return Check("policy", "fail", str(error))
+    if stored is None:
+        return Check("policy", "ok", "none stored yet: the bot's start (or the first command) stores it")
+    apart = differences(stored, own)
+    if not apart:
+        return Check("policy", "ok", "the stored policy matches this environment")
+    return Check(
+        "policy",
+        "warn",
+        "this environment differs from the stored policy, which is enforced: "
+        + "; ".join(d.describe() for d in apart),
+        "start the bot with the intended values, or run `billsleuth policy apply` here",
+    )
 
 
 async def check_activity_chain(engine: AsyncEngine, *, current: bool) -> Check:

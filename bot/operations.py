@@ -41,6 +41,7 @@ class OpenCase:
     requester: str
     channel: str | None = None
     thread_ts: str | None = None
+    opened_from: str | None = None  # cli:<os user> from the CLI: that OS user may not decide the case
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,9 @@ class Decide:
     decision: str  # approve | reject | cancel
     comment: str = ""
     approver_is_bot: bool = False
+    source: str | None = (
+        None  # slack:<team id> or cli:<os user> (approvals.source); the CLI's door is checked
+    )
 
 
 Request = OpenCase | ShowCase | ListNotes | ShowNote | Decide
@@ -142,6 +146,7 @@ async def _open_case(service: CaseService, request: OpenCase) -> Result:
         customer_id=customer_id,
         channel=request.channel,
         thread_ts=request.thread_ts,
+        opened_from=request.opened_from,
     )
     return Result(case, f"{case['case_id']}: {case['status']}")
 
@@ -168,6 +173,8 @@ async def _show_note(service: CaseService, request: ShowNote) -> Result:
                 "decision": v.decision,
                 "comment": v.comment,
                 "at": v.decided_at.isoformat(),
+                "source": v.source,
+                "via": v.via,  # "via CLI by <os user>" for a vote cast from the CLI
             }
             for v in votes
         ],
@@ -216,6 +223,7 @@ async def _decide(service: CaseService, request: Decide) -> Result:
             approver=request.approver,
             reason=request.comment,
             approver_is_bot=request.approver_is_bot,
+            source=request.source,
         )
     else:
         outcome, case = await service.decide(
@@ -224,5 +232,6 @@ async def _decide(service: CaseService, request: Decide) -> Result:
             decision=request.decision,
             comment=request.comment,
             approver_is_bot=request.approver_is_bot,
+            source=request.source,
         )
     return Result(case, outcome.message, {"changed": outcome.changed, "status": outcome.status})

@@ -94,7 +94,7 @@ def note_model(
 
 
 def decision_views(votes: Sequence[Vote]) -> list[DecisionView]:
-    return [DecisionView(v.approver, v.decision, v.comment, v.decided_at) for v in votes]  # type: ignore[arg-type]
+    return [DecisionView(v.approver, v.decision, v.comment, v.decided_at, v.via) for v in votes]  # type: ignore[arg-type]
 
 
 def args_summary(args: Mapping[str, Any] | None) -> str:

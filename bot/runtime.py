@@ -33,7 +33,7 @@ from sqlalchemy import select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from agent.cases import CaseService, case_service
+from agent.cases import BOT_START, CaseService, case_service
 from agent.configuration import Configuration
 from approvals.config import ApprovalSettings
 from bot.app import (
@@ -242,8 +242,13 @@ async def open_runtime(
     progress_interval: float = DEFAULT_PROGRESS_INTERVAL,
     progress_rate: float | None = DEFAULT_PROGRESS_RATE,
 ) -> AsyncIterator[BotRuntime]:
-    """The CaseService on this database (engine, checkpointer pool, graph) wrapped as a runtime."""
-    async with case_service(database_url, configuration, approval_settings) as service:
+    """The CaseService on this database (engine, checkpointer pool, graph) wrapped as a runtime.
+
+    The bot's start writes its policy (`approval_settings`, default its environment's) to the database as
+    the policy in force (audited when it changes), and every decision then follows the stored policy."""
+    async with case_service(
+        database_url, configuration, approval_settings, policy=BOT_START, actor="bot"
+    ) as service:
         yield BotRuntime(
             service,
             slack,

@@ -27,8 +27,16 @@ Respond = Callable[..., Awaitable[Any]]
 
 
 async def run_command(
-    runtime: BotRuntime, request: Command, *, user_id: str, channel: str, respond: Respond
+    runtime: BotRuntime,
+    request: Command,
+    *,
+    user_id: str,
+    channel: str,
+    respond: Respond,
+    source: str | None = None,
 ) -> None:
+    """`source`: the workspace the command came from (`slack:<team id>`), recorded with a vote."""
+
     async def say(text: str, message: Message | None = None) -> None:
         blocks = {"blocks": message.blocks} if message is not None else {}
         await respond(text=text, response_type="ephemeral", replace_original=False, **blocks)
@@ -50,6 +58,7 @@ async def run_command(
                     user_id=user_id,
                     decision=request.decision,
                     comment=request.comment,
+                    source=source,
                 )
                 if report.notice is not None:
                     await say(report.notice.text, report.notice)

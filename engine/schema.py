@@ -186,6 +186,7 @@ approvals = Table(
     Column("comment", Text, nullable=False, server_default=""),
     Column("args_hash", Text, nullable=False, server_default=""),
     Instant("decided_at", nullable=False, server_default=func.now()),
+    Column("source", Text),  # where the vote came from: slack:<team id> or cli:<os user> (NULL before 0005)
     UniqueConstraint("credit_note_id", "approver", name="approvals_one_vote_each"),
 )
 
@@ -245,6 +246,17 @@ cases = Table(
     Instant("created_at", nullable=False, server_default=func.now()),
     Instant("updated_at", nullable=False, server_default=func.now()),
     Column("drawn_state", Text),  # the state its Slack message last showed (see bot.case_messages)
+    Column("opened_from", Text),  # cli:<os user> when opened from the CLI (under any --as); else NULL
+)
+
+# The policy in force (approvers, support, limits, CLI decisions): one row per setting, named by its
+# environment variable, holding the value in its canonical text form (approvals.policy_store).
+policy = Table(
+    "policy",
+    metadata,
+    Column("name", Text, primary_key=True),
+    Column("value", Text, nullable=False),
+    Instant("updated_at", nullable=False, server_default=func.now()),
 )
 
 slack_events = Table(

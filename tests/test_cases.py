@@ -416,9 +416,14 @@ def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 
 def test_case_opened_in_one_process_is_approved_from_another(seeded_db_url: str) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "BILLSLEUTH_", "SLACK_"))}
-    env.update(DATABASE_URL=seeded_db_url, BILLSLEUTH_APPROVERS=",".join(FINANCE))
+    # The break-glass door open in the stored policy; the case opened by one OS user, decided by another.
+    env.update(
+        DATABASE_URL=seeded_db_url, BILLSLEUTH_APPROVERS=",".join(FINANCE), BILLSLEUTH_CLI_DECISIONS="on"
+    )
     sc = scenario("proration_missing_credit")
-    opened = cli("case", "open", sc["customer_id"], sc["question"], "--json", env=env)
+    support_desk = {**env, "LOGNAME": "support-desk", "USER": "support-desk"}
+    opened = cli("case", "open", sc["customer_id"], sc["question"], "--json", env=support_desk)
+    env.update(LOGNAME="finance-desk", USER="finance-desk")
     assert opened.returncode == 0, opened.stderr
     case = json.loads(opened.stdout)
     assert case["status"] == "awaiting_approval"

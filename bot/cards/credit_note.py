@@ -254,8 +254,9 @@ def _note_text(note: CreditNoteView, currency: str) -> str:
 def _decision_row(d: DecisionView) -> str:
     verb = ":white_check_mark: approved" if d.decision == "approve" else ":no_entry_sign: rejected"
     when = f" at {slack_time(d.at)}" if d.at else ""
+    via = f" {escape(d.via)}" if d.via else ""  # a CLI vote says so: it bypassed Slack's signed identity
     note = f": {clip(d.comment, MAX_COMMENT)}" if d.comment else ""
-    return f"{user(d.user_id)} {verb}{when}{note}"
+    return f"{user(d.user_id)} {verb}{when}{via}{note}"
 
 
 def _decisions_text(decisions: Sequence[DecisionView]) -> str:

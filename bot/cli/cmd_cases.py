@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
-from bot.cli.common import CommandError, os_user, run_operation
+from bot.cli.common import CommandError, cli_source, os_user, run_operation
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -108,8 +109,10 @@ def build(make: Callable[[], object]) -> object:
 def run_open(args: argparse.Namespace) -> int:
     from bot.grammar import open_case_request
 
-    requester = args.requester or f"cli:{os_user()}"
+    requester = args.requester or cli_source()
     request = build(lambda: open_case_request(args.customer_id, args.message, requester))
+    # Whoever is at this shell opened it, under any --as: they may not decide it from here.
+    request = replace(request, opened_from=cli_source())  # type: ignore[type-var]
     return run_operation(request, as_json=args.json, render=lambda r: render_case(r.payload))
 
 
@@ -150,6 +153,8 @@ def run_decide(args: argparse.Namespace) -> int:
     from bot.grammar import decide_request
 
     request = build(lambda: decide_request(args.credit_note_id, args.approver, args.decision, args.comment))
+    # The CLI is a break-glass door: approvals/ refuses it unless the stored policy has it on.
+    request = replace(request, source=cli_source())  # type: ignore[type-var]
     return run_operation(
         request, as_json=args.json, render=lambda r: r.message + "\n" + render_case(r.payload)
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any, NoReturn
 
@@ -48,6 +49,7 @@ def ready_database() -> str:
 
 
 def os_user() -> str:
+    """Who is at this shell (getpass.getuser()): the CLI's votes and cases are recorded as cli:<os user>."""
     import getpass
 
     try:
@@ -56,11 +58,26 @@ def os_user() -> str:
         return "unknown"
 
 
+def cli_source() -> str:
+    """`cli:<os user>`: where a CLI vote or case comes from (approvals.source, cases.opened_from)."""
+    return f"cli:{os_user()}"
+
+
+def warn(message: str) -> None:
+    print(f"billsleuth: warning: {message}", file=sys.stderr)
+
+
+def warn_policy_differences(differences: Sequence[Any]) -> None:
+    """This shell's environment disagrees with the stored policy: say so, and that the stored one holds."""
+    for difference in differences:
+        warn(f"the stored policy is enforced, not this environment: {difference.describe()}")
+
+
 def run_operation(request: object, *, as_json: bool, render: object = None) -> int:
     """Run one bot.operations request against the ready database and print its result."""
     import asyncio
 
-    from agent.cases import case_service
+    from agent.cases import COMMAND, case_service
     from agent.checkpoint import setup_checkpointer
     from agent.configuration import ConfigurationError
     from approvals.config import SettingsError
@@ -70,7 +87,8 @@ def run_operation(request: object, *, as_json: bool, render: object = None) -> i
 
     async def go() -> object:
         await setup_checkpointer(url)
-        async with case_service(url) as service:
+        async with case_service(url, policy=COMMAND, actor=cli_source()) as service:
+            warn_policy_differences(service.policy_differences)
             return await execute(service, request)  # type: ignore[arg-type]
 
     try:

@@ -8,6 +8,7 @@ from typing import Any
 
 from slack_bolt.context.async_context import AsyncBoltContext
 
+from bot.decisions import slack_source
 from bot.grammar import HELP_TEXT, Help, parse_command
 from bot.operations import OperationError
 from bot.runtime import runtime_of
@@ -30,6 +31,13 @@ async def billsleuth_command(
     runtime = runtime_of(context)
     channel = str(command.get("channel_id") or "")
     runtime.start(
-        run_command(runtime, request, user_id=user_id, channel=channel, respond=respond),
+        run_command(
+            runtime,
+            request,
+            user_id=user_id,
+            channel=channel,
+            respond=respond,
+            source=slack_source(command.get("team_id")),
+        ),
         name=f"/billsleuth {type(request).__name__} by {user_id}",
     )

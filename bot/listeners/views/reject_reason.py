@@ -10,7 +10,7 @@ from slack_bolt.context.async_context import AsyncBoltContext
 from bot.cards import read_reason_submission, reason_errors
 from bot.cards.models import RejectModalMetadata
 from bot.cards.reject_modal import DECISION_OF_CALLBACK
-from bot.decisions import decide, tell
+from bot.decisions import decide, slack_source, team_of, tell
 from bot.runtime import BotRuntime, runtime_of
 
 NEEDS_REASON = {
@@ -37,14 +37,20 @@ async def reason_submitted(
     await ack()
     runtime = runtime_of(context)
     user_id = str(body["user"]["id"])
+    source = slack_source(team_of(body))
     runtime.start(
-        decide_with_reason(runtime, meta, user_id, decision, reason),
+        decide_with_reason(runtime, meta, user_id, decision, reason, source),
         name=f"{decision} {meta.credit_note_id} by {user_id}",
     )
 
 
 async def decide_with_reason(
-    runtime: BotRuntime, meta: RejectModalMetadata, user_id: str, decision: str, reason: str
+    runtime: BotRuntime,
+    meta: RejectModalMetadata,
+    user_id: str,
+    decision: str,
+    reason: str,
+    source: str | None = None,
 ) -> None:
     # The reason was typed against the card as it was when the button was clicked: if the card moved on
     # meanwhile (another vote), say so instead of deciding on what the person did not see.
@@ -55,6 +61,7 @@ async def decide_with_reason(
         decision=decision,
         comment=reason,
         seen_revision=meta.revision,
+        source=source,
     )
     if report.notice is not None:
         await tell(

@@ -1,0 +1,133 @@
+"""The policy in force is stored in the database: stored on first use, shown, applied on purpose (audited),
+enforced over a shell's own environment (which warns), and shown apart by doctor. And the OS user who opened
+a case from the CLI cannot decide it from the CLI under any --as."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from approvals.config import ApprovalSettings, SettingsError
+from tests.bot.helpers import FINANCE, SUPPORT, first_scenario
+
+BILLSLEUTH = Path(sys.executable).with_name("billsleuth")
+APPROVERS = "BILLSLEUTH_APPROVERS"
+
+
+def shell(db_url: str, os_user: str = "support-desk", **variables: str) -> dict[str, str]:
+    """A shell's environment: this database, this OS user (getpass reads LOGNAME first), these settings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "BILLSLEUTH_", "SLACK_"))}
+    env.update(DATABASE_URL=db_url, LOGNAME=os_user, USER=os_user, BILLSLEUTH_INVESTIGATOR="offline")
+    return {**env, **variables}
+
+
+def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(BILLSLEUTH), *args], capture_output=True, text=True, env=env, timeout=120)
+
+
+def policy_rows(db_url: str) -> list[tuple[str, dict[str, Any]]]:
+    with psycopg.connect(db_url) as conn:
+        rows = conn.execute(
+            "SELECT actor_id, details FROM activity_log WHERE action = 'policy.changed' ORDER BY id"
+        ).fetchall()
+    return [(actor, details) for actor, details in rows]
+
+
+def shown(env: dict[str, str]) -> dict[str, Any]:
+    result = cli(env, "policy", "show", "--json")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)  # type: ignore[no-any-return]
+
+
+def test_the_settings_have_one_canonical_text_form_that_reads_back_equal() -> None:
+    settings = ApprovalSettings.from_env(
+        {
+            APPROVERS: " U0FIN0002,U0FIN0001 ",
+            "BILLSLEUTH_SUPPORT": "U0SUPPORT1",
+            "BILLSLEUTH_DAILY_CREDIT_LIMIT": "5000,JPY:750000",
+            "BILLSLEUTH_CLI_DECISIONS": "ON",
+        }
+    )
+    assert settings.as_env()[APPROVERS] == "U0FIN0001,U0FIN0002"
+    assert settings.as_env()["BILLSLEUTH_CLI_DECISIONS"] == "on"
+    assert settings.support == frozenset({"U0SUPPORT1"}) and settings.cli_decisions
+    assert ApprovalSettings.from_env(settings.as_env()) == settings
+    assert not ApprovalSettings.from_env({}).cli_decisions  # the door is shut by default
+    with pytest.raises(SettingsError, match="BILLSLEUTH_CLI_DECISIONS"):
+        ApprovalSettings.from_env({"BILLSLEUTH_CLI_DECISIONS": "yes please"})
+
+
+def test_the_first_command_stores_its_policy_and_show_prints_it(db_url: str) -> None:
+    env = shell(db_url, BILLSLEUTH_APPROVERS=FINANCE[0])
+    before = shown(env)
+    assert before["stored"] is False and before["policy"] is None
+    assert before["environment"][APPROVERS] == FINANCE[0]
+    assert policy_rows(db_url) == []  # showing changes nothing
+    listed = cli(env, "list")
+    assert listed.returncode == 0, listed.stderr
+    assert "warning" not in listed.stderr
+    after = shown(env)
+    assert after["stored"] is True and after["differences"] == []
+    assert after["policy"] == after["environment"]
+    ((actor, details),) = policy_rows(db_url)
+    assert actor == "cli:support-desk" and details["why"] == "first use"
+    assert details["new"][APPROVERS] == FINANCE[0] and details["old"][APPROVERS] is None
+    text = cli(env, "policy", "show")
+    assert text.returncode == 0 and f"{APPROVERS} = {FINANCE[0]}" in text.stdout
+
+
+def test_a_shell_that_disagrees_warns_doctor_shows_it_and_apply_stores_it_on_purpose(db_url: str) -> None:
+    first = shell(db_url, BILLSLEUTH_APPROVERS=FINANCE[0])
+    assert cli(first, "list").returncode == 0  # stores FINANCE[0] as the policy
+    wider = shell(db_url, "mallory", BILLSLEUTH_APPROVERS=f"{FINANCE[0]},{FINANCE[1]}")
+    differences = shown(wider)["differences"]
+    assert differences == [
+        {"variable": APPROVERS, "stored": FINANCE[0], "environment": f"{FINANCE[0]},{FINANCE[1]}"}
+    ]
+    listed = cli(wider, "list")
+    assert listed.returncode == 0
+    (warning,) = listed.stderr.strip().splitlines()
+    assert warning.startswith("billsleuth: warning:") and APPROVERS in warning
+    doctor = cli(wider, "doctor")
+    assert "! policy: this environment differs from the stored policy" in doctor.stdout
+    assert APPROVERS in doctor.stdout and "billsleuth policy apply" in doctor.stdout
+    assert "✓ policy: the stored policy matches" in cli(first, "doctor").stdout
+    assert len(policy_rows(db_url)) == 1  # nobody but the first command wrote it
+    applied = cli(wider, "policy", "apply")
+    assert applied.returncode == 0, applied.stderr
+    (_, (actor, details)) = policy_rows(db_url)
+    assert actor == "cli:mallory" and details["why"] == "policy apply"
+    assert details["old"] == {APPROVERS: FINANCE[0]}
+    assert details["new"] == {APPROVERS: f"{FINANCE[0]},{FINANCE[1]}"}
+    assert shown(wider)["differences"] == []
+    again = cli(wider, "policy", "apply")
+    assert again.returncode == 0 and "nothing changed" in again.stdout
+    assert len(policy_rows(db_url)) == 2  # an apply that changes nothing is not a change
+
+
+def test_the_os_user_who_opened_a_case_cannot_decide_it_under_any_as(seeded_db_url: str) -> None:
+    door_open = {APPROVERS: ",".join(FINANCE), "BILLSLEUTH_CLI_DECISIONS": "on"}
+    desk = shell(seeded_db_url, "support-desk", **door_open)
+    sc = first_scenario(action="credit_note", single_approver=True)
+    opened = cli(desk, "case", "open", sc["customer_id"], sc["question"], "--as", SUPPORT, "--json")
+    assert opened.returncode == 0, opened.stderr
+    case = json.loads(opened.stdout)
+    note_id = case["credit_note"]["id"]
+    for approver in FINANCE[:2]:  # a Slack id that is not the requester's does not help
+        refused = cli(desk, "approve", note_id, "--as", approver)
+        assert refused.returncode != 0 and "requester_cannot_approve" in refused.stderr
+        assert "cli:support-desk" in refused.stderr
+    finance = shell(seeded_db_url, "finance-desk", **door_open)
+    approved = cli(finance, "approve", note_id, "--as", FINANCE[0], "--json")
+    assert approved.returncode == 0, approved.stderr
+    assert json.loads(approved.stdout)["status"] == "issued"
+    (vote,) = json.loads(cli(finance, "show", note_id, "--json").stdout)["approvals"]
+    assert vote["approver"] == FINANCE[0] and vote["source"] == "cli:finance-desk"
+    assert vote["via"] == "via CLI by finance-desk"
