@@ -19,6 +19,7 @@ TWO_PERSON_THRESHOLD = "BILLSLEUTH_TWO_PERSON_THRESHOLD"
 DAILY_CREDIT_LIMIT = "BILLSLEUTH_DAILY_CREDIT_LIMIT"
 APPROVAL_TTL_HOURS = "BILLSLEUTH_APPROVAL_TTL_HOURS"
 HOLD_MAX_DAYS = "BILLSLEUTH_HOLD_MAX_DAYS"
+SUPPORT = "BILLSLEUTH_SUPPORT"
 
 DEFAULT_TWO_PERSON_THRESHOLD = Decimal("300.00")
 DEFAULT_DAILY_CREDIT_LIMIT = Decimal("5000.00")
@@ -28,6 +29,7 @@ DEFAULT_HOLD_MAX_DAYS = 7
 # Slack user IDs: U… for workspace users, W… for Enterprise Grid users; upper-case letters and digits.
 SLACK_USER_ID = re.compile(r"[UW][A-Z0-9]{2,}")
 CURRENCY_CODE = re.compile(r"[A-Z]{3}")  # ISO 4217 alphabetic code
+SLACKBOT = "USLACKBOT"  # Slack's own bot has a user-shaped id; bot ids (B…) are not user ids at all
 
 
 class SettingsError(ValueError):
@@ -121,6 +123,8 @@ def _approvers(variable: str, value: str | Iterable[str]) -> frozenset[str]:
     entries = value.split(",") if isinstance(value, str) else list(value)
     ids = [entry.strip() for entry in entries if entry.strip()]
     for user_id in ids:
+        if user_id == SLACKBOT:
+            raise SettingsError(f"{variable}: {user_id} is Slackbot; only people can be listed")
         if not is_slack_user_id(user_id):
             raise SettingsError(f"{variable}: {user_id!r} is not a Slack user ID (like U012AB3CD)")
     return frozenset(ids)
@@ -138,11 +142,14 @@ class ApprovalSettings:
     hold_max_days: int = DEFAULT_HOLD_MAX_DAYS  # an approved note held by the daily limit is cancelled after
     # Per-currency daily limits (`JPY:750000` in the variable); a currency not named has daily_credit_limit.
     currency_daily_limits: tuple[tuple[str, Decimal], ...] | Mapping[str, Decimal] = field(default=())
+    # Support staff (BILLSLEUTH_SUPPORT) may open and read cases; empty: anyone opens, approvers read.
+    support: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         # Normalise and validate whatever the caller passed (a list of IDs, "300" as a string, …).
         set_ = object.__setattr__
         set_(self, "approvers", _approvers(APPROVERS, self.approvers))
+        set_(self, "support", _approvers(SUPPORT, self.support))
         set_(
             self,
             "two_person_threshold",
@@ -187,4 +194,5 @@ class ApprovalSettings:
             currency_daily_limits=currency_limits,
             approval_ttl_hours=_hours(APPROVAL_TTL_HOURS, ttl) if ttl else DEFAULT_APPROVAL_TTL_HOURS,
             hold_max_days=_days(HOLD_MAX_DAYS, hold) if hold else DEFAULT_HOLD_MAX_DAYS,
+            support=_approvers(SUPPORT, raw(SUPPORT)),
         )

@@ -19,6 +19,7 @@ from approvals.models import DecisionOutcome, Refused, Rule, UnknownCreditNote
 from bot.cards import already_decided_message, parse_block_id, refusal_message, stale_card_message
 from bot.cards.models import Message, Refusal
 from bot.case_messages import settle_card
+from bot.identity import sent_by_a_bot
 from bot.presenters import card_revision
 from bot.runtime import BotRuntime
 
@@ -51,6 +52,7 @@ class Click:
     thread_ts: str | None
     in_home: bool
     trigger_id: str
+    from_a_bot: bool = False  # the payload says a bot clicked (bot_id, or a bot user)
 
     @classmethod
     def from_payload(cls, body: Mapping[str, Any], action: Mapping[str, Any]) -> Click:
@@ -65,6 +67,7 @@ class Click:
             thread_ts=container.get("thread_ts"),
             in_home=container.get("type") == "view",
             trigger_id=str(body.get("trigger_id") or ""),
+            from_a_bot=sent_by_a_bot(body, None, None),
         )
 
 
@@ -93,17 +96,22 @@ async def decide(
     decision: str,
     comment: str = "",
     seen_revision: int | None = None,
+    from_a_bot: bool = False,
 ) -> DecisionReport:
     """One person's vote. With `seen_revision` (a click) a decided note or an out-of-date card changes
-    nothing; without it (the slash command) approvals/ judges a repeat or a conflict itself."""
+    nothing; without it (the slash command) approvals/ judges a repeat or a conflict itself.
+
+    `from_a_bot`: the payload says a bot sent it. Slackbot and this app's own bot user are known here
+    too; either way approvals/ refuses the vote (approver_is_bot), whatever the allowlist says."""
     if seen_revision is not None:
         stop = await precheck(runtime, credit_note_id, seen_revision)
         if stop is not None:
             return DecisionReport(stop)
     service = runtime.service
     try:
+        is_bot = from_a_bot or sent_by_a_bot({}, user_id, await runtime.installation())
         outcome, case = await service.decide(
-            credit_note_id, approver=user_id, decision=decision, comment=comment
+            credit_note_id, approver=user_id, decision=decision, comment=comment, approver_is_bot=is_bot
         )
     except UnknownCreditNote:
         return DecisionReport(refusal(UNKNOWN_NOTE_RULE, f"there is no credit note {credit_note_id}"))

@@ -27,6 +27,7 @@ async def approve(runtime: BotRuntime, click: Click) -> None:
         user_id=click.user_id,
         decision="approve",
         seen_revision=click.revision,
+        from_a_bot=click.from_a_bot,
     )
     if report.notice is not None:
         await tell(

@@ -10,6 +10,7 @@ from slack_bolt.context.async_context import AsyncBoltContext
 from bot.cards import read_reject_submission, reason_errors
 from bot.cards.models import RejectModalMetadata
 from bot.decisions import decide, tell
+from bot.identity import sent_by_a_bot
 from bot.runtime import BotRuntime, runtime_of
 
 NEEDS_REASON = "A reject needs a reason: say what is wrong with this credit note."
@@ -32,10 +33,16 @@ async def reject_reason_submitted(
     await ack()
     runtime = runtime_of(context)
     user_id = str(body["user"]["id"])
-    runtime.start(reject(runtime, meta, user_id, reason), name=f"reject {meta.credit_note_id} by {user_id}")
+    from_a_bot = sent_by_a_bot(body, None, None)
+    runtime.start(
+        reject(runtime, meta, user_id, reason, from_a_bot=from_a_bot),
+        name=f"reject {meta.credit_note_id} by {user_id}",
+    )
 
 
-async def reject(runtime: BotRuntime, meta: RejectModalMetadata, user_id: str, reason: str) -> None:
+async def reject(
+    runtime: BotRuntime, meta: RejectModalMetadata, user_id: str, reason: str, *, from_a_bot: bool = False
+) -> None:
     # The reason was typed against the card as it was when Reject was clicked: if the card moved on
     # meanwhile (another vote), say so instead of deciding on what the person did not see.
     report = await decide(
@@ -45,6 +52,7 @@ async def reject(runtime: BotRuntime, meta: RejectModalMetadata, user_id: str, r
         decision="reject",
         comment=reason,
         seen_revision=meta.revision,
+        from_a_bot=from_a_bot,
     )
     if report.notice is not None:
         await tell(
