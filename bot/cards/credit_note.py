@@ -34,6 +34,7 @@ from bot.cards.blocks import (
 from bot.cards.ids import APPROVE_ACTION_ID, REJECT_ACTION_ID, block_id
 from bot.cards.limits import CARD_BLOCKS_JSON_BUDGET, check_blocks
 from bot.cards.models import (
+    ConclusionView,
     CreditNoteCardView,
     CreditNoteView,
     DecisionView,
@@ -80,7 +81,9 @@ def credit_note_card(view: CreditNoteCardView) -> Message:
         section(
             bid("conclusion"),
             f"*Agent's conclusion:* {escape(humanise(view.conclusion.root_cause))}, overcharge "
-            f"{amount(view.conclusion.overcharge, currency)}\n" + clip(view.conclusion.summary, MAX_SUMMARY),
+            f"{amount(view.conclusion.overcharge, currency)}\n"
+            + _whose_words(view.conclusion)
+            + clip(view.conclusion.summary, MAX_SUMMARY),
         ),
         divider(bid("split")),
         *_recompute_blocks(view.recompute, currency, note.id, bid),
@@ -102,6 +105,16 @@ def credit_note_card(view: CreditNoteCardView) -> Message:
         blocks.append(section(bid("outcome"), _outcome_text(note, view.decisions, currency)))
     check_blocks(blocks, "message", CARD_BLOCKS_JSON_BUDGET)
     return Message(text=_fallback(note, currency), blocks=blocks)
+
+
+def _whose_words(conclusion: ConclusionView) -> str:
+    """The reasoning is labelled: a model's own words (shown only when every figure in them was found in
+    the evidence), or the deterministic auditor's."""
+    if not conclusion.summary:
+        return ""
+    if conclusion.summary_by == "model":
+        return "_In the model's words (its figures checked against the ledger):_ "
+    return "_In the auditor's words:_ "
 
 
 def _title(note: CreditNoteView, currency: str) -> str:
