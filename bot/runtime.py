@@ -171,10 +171,14 @@ class BotRuntime:
                 "auth.test failed at start (%s); the allowlist is checked on the first request", error
             )
             return
-        if own is not None and (own in self.approval_settings.approvers or own in self.support_members):
-            raise SlackConfigError(
-                f"BILLSLEUTH_APPROVERS: {own} is this app's own bot user; only people decide"
-            )
+        for variable, people in (
+            ("BILLSLEUTH_APPROVERS", self.approval_settings.approvers),
+            ("BILLSLEUTH_SUPPORT", self.support_members),
+        ):
+            if own is not None and own in people:
+                raise SlackConfigError(
+                    f"{variable}: {own} is this app's own bot user; only people belong here"
+                )
 
     def start(self, work: Awaitable[Any], *, name: str) -> None:
         """Run slow work off the ack path; held, logged on failure, drained at shutdown."""
