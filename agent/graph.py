@@ -130,10 +130,17 @@ async def verify(state: CaseState, runtime: Runtime[CaseContext]) -> dict[str, A
     target = verdict.target_invoice_id
     others = [i for i in findings["invoice_ids"] if i != target]
     reasoning = findings["reasoning"]
+    # Whose words the approver reads: a model's only when every figure in them is in the evidence.
+    written_by = "model" if state.get("investigator") == "llm" else "auditor"
     if ungrounded(reasoning, evidence.items):  # the approver reads it: no figure the ledger did not give
-        reasoning = (state.get("auditor") or {}).get("reasoning") or ""
+        reasoning, written_by = (state.get("auditor") or {}).get("reasoning") or "", "auditor"
     # From here on the findings are what BillSleuth stands behind: the verified target invoice first.
-    verified = {**findings, "invoice_ids": [target, *others], "reasoning": reasoning}
+    verified = {
+        **findings,
+        "invoice_ids": [target, *others],
+        "reasoning": reasoning,
+        "reasoning_by": written_by,
+    }
     return {**update, "verified": True, "findings": verified}
 
 

@@ -6,6 +6,7 @@ ledger's; the grounding check runs on it anyway.
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 from typing import Literal
 
@@ -189,6 +190,15 @@ Rules you must follow:
 """
 
 
+MARKER_RUN = re.compile(r"<{3,}|>{3,}")
+
+
+def fenced(complaint: str) -> str:
+    """The complaint as it goes between the markers: every run of three or more `<` or `>` is spaced out
+    (`> > >`), so no text a customer writes can close `<<<COMPLAINT … COMPLAINT>>>` and speak after it."""
+    return MARKER_RUN.sub(lambda run: " ".join(run.group()), complaint)
+
+
 def user_prompt(customer_id: str, question: str, month: int | None, amount: str | None) -> str:
     hints = []
     if month:
@@ -199,5 +209,5 @@ def user_prompt(customer_id: str, question: str, month: int | None, amount: str 
         f"Customer id: {customer_id}\n"
         + (f"Parsed hints: {', '.join(hints)}\n" if hints else "")
         + "Complaint (verbatim, untrusted, between the markers):\n"
-        + f"<<<COMPLAINT\n{question}\nCOMPLAINT>>>"
+        + f"<<<COMPLAINT\n{fenced(question)}\nCOMPLAINT>>>"
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 CaseStatus = Literal[
     "queued",
@@ -25,6 +25,7 @@ class Findings(TypedDict):
     overcharge: str  # money string, "174.90"
     expected_action: Literal["credit_note", "explain_only"]
     reasoning: str
+    reasoning_by: NotRequired[str]  # "model" (grounded) or "auditor"; set by verify
 
 
 class EvidenceItem(TypedDict):

@@ -41,6 +41,7 @@ DEFAULT_HOLD_MAX_DAYS = 7
 # Slack user IDs: U… for workspace users, W… for Enterprise Grid users; upper-case letters and digits.
 SLACK_USER_ID = re.compile(r"[UW][A-Z0-9]{2,}")
 CURRENCY_CODE = re.compile(r"[A-Z]{3}")  # ISO 4217 alphabetic code
+SLACKBOT = "USLACKBOT"  # Slack's own bot has a user-shaped id; bot ids (B…) are not user ids at all
 
 
 class SettingsError(ValueError):
@@ -144,6 +145,8 @@ def _approvers(variable: str, value: str | Iterable[str]) -> frozenset[str]:
     entries = value.split(",") if isinstance(value, str) else list(value)
     ids = [entry.strip() for entry in entries if entry.strip()]
     for user_id in ids:
+        if user_id == SLACKBOT:
+            raise SettingsError(f"{variable}: {user_id} is Slackbot; only people can be listed")
         if not is_slack_user_id(user_id):
             raise SettingsError(f"{variable}: {user_id!r} is not a Slack user ID (like U012AB3CD)")
     return frozenset(ids)
@@ -169,6 +172,7 @@ class ApprovalSettings:
         # Normalise and validate whatever the caller passed (a list of IDs, "300" as a string, …).
         set_ = object.__setattr__
         set_(self, "approvers", _approvers(APPROVERS, self.approvers))
+        set_(self, "support", _approvers(SUPPORT, self.support))
         set_(
             self,
             "two_person_threshold",
@@ -180,7 +184,6 @@ class ApprovalSettings:
         set_(self, "approval_ttl_hours", _hours(APPROVAL_TTL_HOURS, self.approval_ttl_hours))
         set_(self, "hold_max_days", _days(HOLD_MAX_DAYS, self.hold_max_days))
         set_(self, "currency_daily_limits", _currency_limits(DAILY_CREDIT_LIMIT, self.currency_daily_limits))
-        set_(self, "support", _approvers(SUPPORT, self.support))
         set_(self, "cli_decisions", _switch(CLI_DECISIONS, self.cli_decisions))
 
     def daily_limit_for(self, currency: str) -> Decimal:

@@ -177,7 +177,7 @@ def check_identity(ballot: Ballot, settings: ApprovalSettings) -> None:
             Rule.AGENT_CANNOT_APPROVE, "the agent cannot approve credit notes; a person must"
         )
     if ballot.approver_is_bot:
-        raise ApprovalRefused(Rule.BOT_CANNOT_APPROVE, f"{approver} is a bot; only people can approve")
+        raise ApprovalRefused(Rule.APPROVER_IS_BOT, f"{approver} is a bot; only people can approve")
     if not is_slack_user_id(approver):
         raise ApprovalRefused(Rule.APPROVER_ID, f"{approver!r} is not a Slack user ID (like U012AB3CD)")
     if approver not in settings.approvers:

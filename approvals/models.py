@@ -35,7 +35,8 @@ class Rule(StrEnum):
     OVERCHARGE_UNVERIFIED = "overcharge_unverified"
     # deciding
     AGENT_CANNOT_APPROVE = "agent_cannot_approve"
-    BOT_CANNOT_APPROVE = "bot_cannot_approve"
+    APPROVER_IS_BOT = "approver_is_bot"  # was "bot_cannot_approve" (issue 12 names it approver_is_bot)
+    BOT_CANNOT_APPROVE = "approver_is_bot"  # an alias of APPROVER_IS_BOT, for callers not renamed yet
     APPROVER_ID = "approver_id"
     NOT_AN_APPROVER = "not_an_approver"
     REQUESTER_CANNOT_APPROVE = "requester_cannot_approve"
@@ -45,6 +46,9 @@ class Rule(StrEnum):
     ONE_VOTE_EACH = "one_vote_each"
     CONFLICT = "conflict"
     ARGS_MISMATCH = "args_mismatch"
+    # who may read notes and open cases (BILLSLEUTH_SUPPORT and the approvers)
+    NOT_ALLOWED_TO_READ = "not_allowed_to_read"
+    NOT_ALLOWED_TO_OPEN = "not_allowed_to_open"
     # issuing
     NOT_APPROVED = "not_approved"
     NOT_ENOUGH_APPROVALS = "not_enough_approvals"

@@ -21,6 +21,7 @@ from approvals.models import SLACK_SOURCE, DecisionOutcome, Refused, Rule, Unkno
 from bot.cards import already_decided_message, parse_block_id, refusal_message, stale_card_message
 from bot.cards.models import Message, Refusal
 from bot.case_messages import settle_card
+from bot.identity import sent_by_a_bot
 from bot.presenters import card_revision
 from bot.runtime import BotRuntime
 
@@ -57,6 +58,7 @@ class Click:
     in_home: bool
     trigger_id: str
     team_id: str | None = None  # the workspace the signed payload came from
+    from_a_bot: bool = False  # the payload says a bot clicked (bot_id, or a bot user)
 
     @classmethod
     def from_payload(cls, body: Mapping[str, Any], action: Mapping[str, Any]) -> Click:
@@ -72,6 +74,7 @@ class Click:
             in_home=container.get("type") == "view",
             trigger_id=str(body.get("trigger_id") or ""),
             team_id=team_of(body),
+            from_a_bot=sent_by_a_bot(body, None, None),
         )
 
     @property
@@ -118,23 +121,33 @@ async def decide(
     comment: str = "",
     seen_revision: int | None = None,
     source: str | None = None,
+    from_a_bot: bool = False,
 ) -> DecisionReport:
     """One person's vote, or their cancel. With `seen_revision` (a click) a decided note or an
     out-of-date card changes nothing; without it (the slash command) approvals/ judges a repeat or a
-    conflict itself."""
+    conflict itself.
+
+    `from_a_bot`: the payload says a bot sent it. Slackbot and this app's own bot user are known here
+    too; either way approvals/ refuses the decision (approver_is_bot), whatever the allowlist says."""
     if seen_revision is not None:
         stop = await precheck(runtime, credit_note_id, seen_revision, decision)
         if stop is not None:
             return DecisionReport(stop)
     service = runtime.service
     try:
+        is_bot = from_a_bot or sent_by_a_bot({}, user_id, await runtime.installation())
         if decision == CANCEL:
             outcome, case = await service.cancel(
-                credit_note_id, approver=user_id, reason=comment, source=source
+                credit_note_id, approver=user_id, reason=comment, approver_is_bot=is_bot, source=source
             )
         else:
             outcome, case = await service.decide(
-                credit_note_id, approver=user_id, decision=decision, comment=comment, source=source
+                credit_note_id,
+                approver=user_id,
+                decision=decision,
+                comment=comment,
+                approver_is_bot=is_bot,
+                source=source,
             )
     except UnknownCreditNote:
         return DecisionReport(refusal(UNKNOWN_NOTE_RULE, f"there is no credit note {credit_note_id}"))

@@ -208,6 +208,7 @@ async def _card_view(service: CaseService, conn: AsyncConnection, credit_note_id
         root_cause=str(findings.get("root_cause") or note.root_cause),
         overcharge=Decimal(str(findings.get("overcharge") or note.amount)),
         summary=str(findings.get("reasoning") or note.memo or ""),
+        summary_by="model" if findings.get("reasoning_by") == "model" else "auditor",
     )
     return CreditNoteCardView(
         case_id=case_id or "—",

@@ -27,7 +27,10 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal
 
+import aiohttp
 from slack_bolt.context.async_context import AsyncBoltContext
+from slack_bolt.response import BoltResponse
+from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -46,7 +49,8 @@ from bot.app import (
     run_socket_mode,
     start_http,
 )
-from bot.config import SlackSettings
+from bot.config import SlackConfigError, SlackSettings
+from bot.identity import Installation, InstallationCache, foreign_reason, record_foreign
 from bot.progress import Pacer
 from engine import schema
 
@@ -110,6 +114,7 @@ class BotRuntime:
         self._local_locks = tuple(asyncio.Lock() for _ in range(LOCAL_LOCK_STRIPES))
         self._lock_holders = asyncio.Semaphore(MAX_LOCK_HOLDERS)
         self._app: BillSleuthApp | None = None
+        self._installation = InstallationCache()
 
     # ---- what the flows reach for ----
 
@@ -137,6 +142,43 @@ class BotRuntime:
 
     def is_approver(self, user_id: str) -> bool:
         return user_id in self.approval_settings.approvers
+
+    @property
+    def support_members(self) -> frozenset[str]:
+        """BILLSLEUTH_SUPPORT: the one place that says who support is (the stored policy, once it is)."""
+        return self.approval_settings.support
+
+    def may_read(self, user_id: str) -> bool:
+        """Credit notes (show, list, App Home) are for approvers and support; nobody else."""
+        return self.is_approver(user_id) or user_id in self.support_members
+
+    def may_open_cases(self, user_id: str) -> bool:
+        """Anyone opens a case while BILLSLEUTH_SUPPORT is empty; once set, only support and approvers."""
+        return not self.support_members or self.may_read(user_id)
+
+    async def installation(self) -> Installation:
+        """The workspace, org, app and bot user the token belongs to (auth.test, asked once)."""
+        return await self._installation.get(self.client)
+
+    async def refuse_bots_on_the_allowlist(self) -> None:
+        """At start: this app's own bot user may not be on BILLSLEUTH_APPROVERS (or support)."""
+        try:
+            own = (await self.installation()).bot_user_id
+        except (SlackApiError, aiohttp.ClientError, OSError) as error:
+            # A token Slack refuses fails every request anyway (`billsleuth doctor` says why); each
+            # payload asks auth.test again before any listener runs, so nothing goes unchecked.
+            log.warning(
+                "auth.test failed at start (%s); the allowlist is checked on the first request", error
+            )
+            return
+        for variable, people in (
+            ("BILLSLEUTH_APPROVERS", self.approval_settings.approvers),
+            ("BILLSLEUTH_SUPPORT", self.support_members),
+        ):
+            if own is not None and own in people:
+                raise SlackConfigError(
+                    f"{variable}: {own} is this app's own bot user; only people belong here"
+                )
 
     def start(self, work: Awaitable[Any], *, name: str) -> None:
         """Run slow work off the ack path; held, logged on failure, drained at shutdown."""
@@ -268,7 +310,19 @@ def build_app(runtime: BotRuntime, background: BackgroundWork | None = None) -> 
         context[RUNTIME_KEY] = runtime
         await next_()
 
+    async def only_the_installed_workspace(
+        context: AsyncBoltContext, body: dict[str, Any], next_: Callable[[], Awaitable[None]]
+    ) -> BoltResponse | None:
+        why = foreign_reason(await runtime.installation(), body, context.team_id, context.enterprise_id)
+        if why is None:
+            await next_()
+            return None
+        log.warning("dropped a payload from outside the installed workspace: %s", why)
+        await record_foreign(runtime.engine, body, context.user_id, why, context.team_id)
+        return BoltResponse(status=200, body="")  # no retry, and no reply of any kind
+
     app.use(provide_runtime)
+    app.use(only_the_installed_workspace)
     runtime._app = app
     return app
 
@@ -373,6 +427,7 @@ async def running_bot(
     ) as runtime:
         app = build_app(runtime)
         async with keep_alive(app.client):
+            await runtime.refuse_bots_on_the_allowlist()
             server = await start_http(app, host=host, port=port)
             chores = Chores(runtime, recover, expiry_interval)
             chores.start()
@@ -403,6 +458,7 @@ async def run_bot(
         app = build_app(runtime)
         chores = Chores(runtime, recover, expiry_interval)
         async with keep_alive(app.client), _stop_on_signals(stop) as stopping:
+            await runtime.refuse_bots_on_the_allowlist()
             try:
                 if mode == "http":
 

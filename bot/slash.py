@@ -11,9 +11,10 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 
 from agent.cases import CaseNotFound
-from approvals.models import UnknownCreditNote
+from approvals.models import Rule, UnknownCreditNote
+from bot.access import NOT_ALLOWED_TO_OPEN, NOT_ALLOWED_TO_READ
 from bot.cards.models import Message
-from bot.decisions import decide, expire_overdue_and_update
+from bot.decisions import decide, expire_overdue_and_update, refusal
 from bot.grammar import Command
 from bot.investigations import CaseRequest, investigate
 from bot.operations import Decide, ListNotes, OpenCase, OperationError, ShowNote, execute
@@ -34,13 +35,23 @@ async def run_command(
     channel: str,
     respond: Respond,
     source: str | None = None,
+    delivery_key: str | None = None,
 ) -> None:
-    """`source`: the workspace the command came from (`slack:<team id>`), recorded with a vote."""
+    """`source`: the workspace the command came from (`slack:<team id>`), recorded with a vote.
+    `delivery_key` names this signed delivery: a replay of the same payload is claimed already and
+    does nothing (a case opened twice would be two investigations and two cards)."""
+    if delivery_key is not None and not await runtime.claim(delivery_key):
+        log.info("%s was delivered before; ignoring the replay", delivery_key)
+        return
 
     async def say(text: str, message: Message | None = None) -> None:
         blocks = {"blocks": message.blocks} if message is not None else {}
         await respond(text=text, response_type="ephemeral", replace_original=False, **blocks)
 
+    refused = _refusal_for(runtime, request, user_id)
+    if refused is not None:
+        await say(refused.text, refused)
+        return
     try:
         match request:
             case ListNotes():
@@ -104,6 +115,15 @@ async def _open_case(
     await say(
         f"{case['case_id']} for {case['customer_id']}: {case['status']}{tail}. The card is in the channel."
     )
+
+
+def _refusal_for(runtime: BotRuntime, request: Command, user_id: str) -> Message | None:
+    """Reading notes is for approvers and support; opening a case, once support is named, too."""
+    if isinstance(request, ListNotes | ShowNote) and not runtime.may_read(user_id):
+        return refusal(Rule.NOT_ALLOWED_TO_READ, NOT_ALLOWED_TO_READ)
+    if isinstance(request, OpenCase) and not runtime.may_open_cases(user_id):
+        return refusal(Rule.NOT_ALLOWED_TO_OPEN, NOT_ALLOWED_TO_OPEN)
+    return None
 
 
 def _list_text(notes: list[dict[str, Any]]) -> str:

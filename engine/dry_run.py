@@ -29,6 +29,11 @@ from engine.pricebook import COUNTRY_TZ, COUPONS, PLANS, TAX_RATES
 
 T = TypeVar("T")
 
+# A billing history is bounded: `until` at most this many years after the start (1200 monthly invoices),
+# and the dates it bills between these days, so period arithmetic never leaves what a date can hold.
+MAX_YEARS = 100
+EARLIEST, LATEST = date(1900, 1, 1), date(2999, 12, 31)
+
 
 @dataclass(frozen=True)
 class DryRun:
@@ -98,6 +103,12 @@ def _date(value: Any, where: str) -> date:
         raise BillingError(f"{where} is not a date (YYYY-MM-DD): {value!r}") from None
 
 
+def _billable(day: date, where: str) -> date:
+    if not EARLIEST <= day <= LATEST:
+        raise BillingError(f"{where} must be between {EARLIEST} and {LATEST}, got {day}")
+    return day
+
+
 def _instant(value: Any, where: str) -> datetime:
     if not isinstance(value, str):
         raise BillingError(f"{where} must be an ISO 8601 timestamp with a time zone")
@@ -107,6 +118,7 @@ def _instant(value: Any, where: str) -> datetime:
         raise BillingError(f"{where} is not an ISO 8601 timestamp: {value!r}") from None
     if instant.tzinfo is None:
         raise BillingError(f"{where} needs a time zone offset, e.g. 2026-07-15T00:30:00+08:00")
+    _billable(instant.date(), where)
     return instant
 
 
@@ -208,7 +220,10 @@ def parse_request(data: Any) -> DryRun:
     subscription = Subscription(
         _text(s, "id", "subscription"),
         customer.id,
-        _date(_field(s, "start_date", "subscription"), "subscription.start_date"),
+        _billable(
+            _date(_field(s, "start_date", "subscription"), "subscription.start_date"),
+            "subscription.start_date",
+        ),
         anchor,
         coupon_id or None,
         [_event(e, f"events[{i}]") for i, e in enumerate(events)],
@@ -220,7 +235,10 @@ def parse_request(data: Any) -> DryRun:
         raise BillingError(f"unknown coupon {subscription.coupon_id!r}")
     if not any(r.region == customer.tax_region for r in rates):
         raise BillingError(f"unknown tax region {customer.tax_region!r}")
-    until = _date(_field(data, "until", "input"), "until")
+    until = _billable(_date(_field(data, "until", "input"), "until"), "until")
+    start = subscription.start_date
+    if until > start.replace(year=start.year + MAX_YEARS, day=min(start.day, 28)):
+        raise BillingError(f"until must be at most {MAX_YEARS} years after subscription.start_date ({start})")
     return DryRun(customer, subscription, plans, coupons, rates, until)
 
 

@@ -504,7 +504,7 @@ async def test_a_bot_cannot_approve(ledger: AsyncEngine) -> None:
     note_id = await draft(ledger)
     with pytest.raises(ApprovalRefused) as refused:
         await approve(ledger, note_id, BOT_USER, approver_is_bot=True)
-    assert refused.value.rule == Rule.BOT_CANNOT_APPROVE
+    assert refused.value.rule == Rule.APPROVER_IS_BOT
     assert await status_of(ledger, note_id) == "draft"
 
 
@@ -1024,7 +1024,7 @@ async def test_only_an_approved_unissued_note_can_be_cancelled_and_only_by_an_ap
             settings=SETTINGS,
             approver_is_bot=True,
         )
-    assert refused.value.rule == Rule.BOT_CANNOT_APPROVE
+    assert refused.value.rule == Rule.APPROVER_IS_BOT
     assert (await status_of(ledger, waiting), await status_of(ledger, issued)) == ("draft", "issued")
     assert await status_of(ledger, approved) == "approved"
 
@@ -1078,7 +1078,7 @@ def _issue(which: str) -> Scenario:
 
 REFUSALS: dict[str, tuple[Scenario, type[Refused], Rule, str]] = {
     "agent": (_decide("agent"), ApprovalRefused, Rule.AGENT_CANNOT_APPROVE, "approval.refused"),
-    "bot": (_decide(BOT_USER, is_bot=True), ApprovalRefused, Rule.BOT_CANNOT_APPROVE, "approval.refused"),
+    "bot": (_decide(BOT_USER, is_bot=True), ApprovalRefused, Rule.APPROVER_IS_BOT, "approval.refused"),
     "not a slack id": (_decide("bob@example.com"), ApprovalRefused, Rule.APPROVER_ID, "approval.refused"),
     "not listed": (_decide("U0MALLORY"), ApprovalRefused, Rule.NOT_AN_APPROVER, "approval.refused"),
     "requester": (_decide(REQUESTER), ApprovalRefused, Rule.REQUESTER_CANNOT_APPROVE, "approval.refused"),

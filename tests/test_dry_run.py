@@ -323,3 +323,106 @@ def test_invalid_json_is_refused_with_one_line(tmp_path: Path) -> None:
 
 def test_missing_file_is_refused_with_one_line(tmp_path: Path) -> None:
     assert_refused(tmp_path / "nowhere.json", "no such file")
+
+
+# ---- hostile input: one line, non-zero, never a traceback -----------------------------------------------
+
+
+def test_a_directory_is_refused_with_one_line(tmp_path: Path) -> None:
+    assert_refused(tmp_path, "is a directory")
+
+
+def test_bytes_that_are_not_utf8_are_refused_with_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.json"
+    path.write_bytes('{"customer": {"name": "Müller"}}'.encode("latin-1"))
+    assert_refused(path, "is not UTF-8")
+
+
+def test_deeply_nested_json_is_refused_with_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+    assert_refused(path, "nested too deeply")
+
+
+def test_an_until_far_in_the_future_is_refused_with_one_line(tmp_path: Path) -> None:
+    data = json.loads((FIXTURES / "upgrade.json").read_text(encoding="utf-8"))
+    data["until"] = "9999-12-31"
+    assert_refused(write(tmp_path, data), "until must be between 1900-01-01 and 2999-12-31, got 9999-12-31")
+    data["until"] = "2999-12-31"  # a date, but ten centuries of invoices
+    assert_refused(write(tmp_path, data), "until must be at most 100 years after subscription.start_date")
+
+
+# Values at the edges of what a field can hold, tried as often as everything else together.
+EDGE_VALUES = ["9999-12-31", "0001-01-01", "", "-0.01", "1e999", "NaN", "99999999999999999999.99", 2**63]
+
+
+def _scalars() -> Any:
+    from hypothesis import strategies as st
+
+    # plus the strings the fields expect (dates, amounts), so values get past the type checks and reach
+    # the rules: any date is a valid date, any amount an amount
+    dates = st.dates().map(lambda day: day.isoformat())
+    amounts = st.decimals(allow_nan=False, allow_infinity=False, places=2).map(str)
+    return st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20) | dates | amounts
+
+
+def _json_values() -> Any:
+    from hypothesis import strategies as st
+
+    return st.recursive(
+        _scalars(),
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=5),
+        max_leaves=30,
+    )
+
+
+def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else []
+    found = [prefix] if prefix else []
+    for key, child in items:
+        found += _paths(child, (*prefix, key))
+    return found
+
+
+def _requests() -> Any:
+    """Arbitrary JSON, and the upgrade fixture with one field (or subtree) replaced by arbitrary JSON."""
+    from hypothesis import strategies as st
+
+    base = json.loads((FIXTURES / "upgrade.json").read_text(encoding="utf-8"))
+    edges = st.sampled_from(EDGE_VALUES)
+
+    @st.composite
+    def mutated(draw: Any) -> Any:
+        data = json.loads(json.dumps(base))
+        *parents, last = draw(st.sampled_from(_paths(data)))
+        node = data
+        for key in parents:
+            node = node[key]
+        node[last] = draw(edges if draw(st.booleans()) else _scalars() | _json_values())
+        return data
+
+    return _json_values() | mutated()
+
+
+def test_arbitrary_json_gets_one_line_or_invoices_never_a_traceback(tmp_path_factory: Any) -> None:
+    """In-process (a subprocess per example would take minutes): what the CLI runs for `dry-run FILE`."""
+    import argparse
+
+    from hypothesis import HealthCheck, given, settings
+
+    from bot.cli import cmd_dry_run
+    from bot.cli.common import CommandError
+
+    folder = tmp_path_factory.mktemp("hypothesis")
+
+    @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(_requests())
+    def check(data: Any) -> None:
+        path = folder / "request.json"
+        path.write_text(json.dumps(data), encoding="utf-8")
+        try:
+            cmd_dry_run.run(argparse.Namespace(file=path))
+        except CommandError as error:
+            assert str(error) and "\n" not in str(error)
+
+    check()

@@ -35,6 +35,7 @@ from bot.cards.blocks import (
 from bot.cards.ids import APPROVE_ACTION_ID, CANCEL_ACTION_ID, REJECT_ACTION_ID, block_id
 from bot.cards.limits import CARD_BLOCKS_JSON_BUDGET, check_blocks
 from bot.cards.models import (
+    ConclusionView,
     CreditNoteCardView,
     CreditNoteView,
     DecisionView,
@@ -82,7 +83,9 @@ def credit_note_card(view: CreditNoteCardView) -> Message:
         section(
             bid("conclusion"),
             f"*Agent's conclusion:* {escape(humanise(view.conclusion.root_cause))}, overcharge "
-            f"{amount(view.conclusion.overcharge, currency)}\n" + clip(view.conclusion.summary, MAX_SUMMARY),
+            f"{amount(view.conclusion.overcharge, currency)}\n"
+            + _whose_words(view.conclusion)
+            + clip(view.conclusion.summary, MAX_SUMMARY),
         ),
         divider(bid("split")),
         *_recompute_blocks(view.recompute, currency, note.id, bid),
@@ -137,6 +140,16 @@ def _cancel_button(note: CreditNoteView, currency: str) -> dict[str, object]:
     )
     confirm = confirm_dialog("Cancel this credit note?", text, "Yes, cancel it", "Keep it", danger=True)
     return button("Cancel", CANCEL_ACTION_ID, note.id, style="danger", confirm=confirm)
+
+
+def _whose_words(conclusion: ConclusionView) -> str:
+    """The reasoning is labelled: a model's own words (shown only when every figure in them was found in
+    the evidence), or the deterministic auditor's."""
+    if not conclusion.summary:
+        return ""
+    if conclusion.summary_by == "model":
+        return "_In the model's words (its figures checked against the ledger):_ "
+    return "_In the auditor's words:_ "
 
 
 def _title(note: CreditNoteView, currency: str) -> str:

@@ -86,6 +86,7 @@ class ConclusionView:
     root_cause: str  # "duplicate_charge"
     overcharge: Decimal
     summary: str  # the agent's reasoning, short
+    summary_by: str = "auditor"  # "model": a model's words that passed grounding; else the auditor's
 
 
 @dataclass(frozen=True)

@@ -452,6 +452,7 @@ class SlackRecorder:
             "team_id": ws.team_id,
             "user_id": ws.bot_user_id,
             "bot_id": ws.bot_id,
+            "app_id": ws.api_app_id,
             "is_enterprise_install": False,
         }
 

@@ -28,6 +28,7 @@ async def approve(runtime: BotRuntime, click: Click) -> None:
         decision="approve",
         seen_revision=click.revision,
         source=click.source,
+        from_a_bot=click.from_a_bot,
     )
     if report.notice is not None:
         await tell(

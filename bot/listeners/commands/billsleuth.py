@@ -7,7 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from slack_bolt.context.async_context import AsyncBoltContext
+from slack_bolt.request.async_request import AsyncBoltRequest
 
+from bot.access import delivery_key
 from bot.decisions import slack_source
 from bot.grammar import HELP_TEXT, Help, parse_command
 from bot.operations import OperationError
@@ -16,15 +18,15 @@ from bot.slash import run_command
 
 
 async def billsleuth_command(
-    ack: Any, command: dict[str, Any], respond: Any, context: AsyncBoltContext
+    ack: Any, command: dict[str, Any], respond: Any, context: AsyncBoltContext, request: AsyncBoltRequest
 ) -> None:
     user_id = str(command["user_id"])
     try:
-        request = parse_command(str(command.get("text") or ""), user_id)
+        parsed = parse_command(str(command.get("text") or ""), user_id)
     except OperationError as error:
         await ack(text=f":warning: {error}", response_type="ephemeral")
         return
-    if isinstance(request, Help):
+    if isinstance(parsed, Help):
         await ack(text=HELP_TEXT, response_type="ephemeral")
         return
     await ack()
@@ -33,11 +35,12 @@ async def billsleuth_command(
     runtime.start(
         run_command(
             runtime,
-            request,
+            parsed,
             user_id=user_id,
             channel=channel,
             respond=respond,
             source=slack_source(command.get("team_id")),
+            delivery_key=delivery_key("slash", request.raw_body),
         ),
-        name=f"/billsleuth {type(request).__name__} by {user_id}",
+        name=f"/billsleuth {type(parsed).__name__} by {user_id}",
     )

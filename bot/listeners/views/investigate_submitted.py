@@ -6,19 +6,28 @@ from __future__ import annotations
 from typing import Any
 
 from slack_bolt.context.async_context import AsyncBoltContext
+from slack_bolt.request.async_request import AsyncBoltRequest
 
+from bot.access import NOT_ALLOWED_TO_OPEN, delivery_key
 from bot.cards import read_investigate_submission
 from bot.cards.investigate_modal import CUSTOMER_BLOCK_ID, WORDS_BLOCK_ID
 from bot.investigations import CaseRequest, investigate
 from bot.operations import OperationError, check_customer_id
 from bot.presenters import customer_exists
-from bot.runtime import runtime_of
+from bot.runtime import BotRuntime, runtime_of
 
 
 async def investigate_submitted(
-    ack: Any, body: dict[str, Any], view: dict[str, Any], context: AsyncBoltContext
+    ack: Any,
+    body: dict[str, Any],
+    view: dict[str, Any],
+    context: AsyncBoltContext,
+    request: AsyncBoltRequest,
 ) -> None:
     runtime = runtime_of(context)
+    if not runtime.may_open_cases(str(body["user"]["id"])):
+        await ack(response_action="errors", errors={CUSTOMER_BLOCK_ID: NOT_ALLOWED_TO_OPEN})
+        return
     try:
         meta, typed_id, words = read_investigate_submission(view)
     except ValueError:
@@ -40,5 +49,12 @@ async def investigate_submitted(
         await ack(response_action="errors", errors=errors)
         return
     await ack()
-    request = CaseRequest(customer_id, words, str(body["user"]["id"]), meta.channel, meta.thread_ts)
-    runtime.start(investigate(runtime, request), name=f"investigate {customer_id} from a shortcut")
+    case = CaseRequest(customer_id, words, str(body["user"]["id"]), meta.channel, meta.thread_ts)
+    key = delivery_key("view", request.raw_body)
+    runtime.start(investigate_once(runtime, case, key), name=f"investigate {customer_id} from a shortcut")
+
+
+async def investigate_once(runtime: BotRuntime, case: CaseRequest, key: str) -> None:
+    """A replay of the same signed submission is claimed already: it opens no second case."""
+    if await runtime.claim(key):
+        await investigate(runtime, case)

@@ -11,6 +11,7 @@ from bot.cards import read_reason_submission, reason_errors
 from bot.cards.models import RejectModalMetadata
 from bot.cards.reject_modal import DECISION_OF_CALLBACK
 from bot.decisions import decide, slack_source, team_of, tell
+from bot.identity import sent_by_a_bot
 from bot.runtime import BotRuntime, runtime_of
 
 NEEDS_REASON = {
@@ -38,8 +39,9 @@ async def reason_submitted(
     runtime = runtime_of(context)
     user_id = str(body["user"]["id"])
     source = slack_source(team_of(body))
+    from_a_bot = sent_by_a_bot(body, None, None)
     runtime.start(
-        decide_with_reason(runtime, meta, user_id, decision, reason, source),
+        decide_with_reason(runtime, meta, user_id, decision, reason, source, from_a_bot=from_a_bot),
         name=f"{decision} {meta.credit_note_id} by {user_id}",
     )
 
@@ -51,6 +53,8 @@ async def decide_with_reason(
     decision: str,
     reason: str,
     source: str | None = None,
+    *,
+    from_a_bot: bool = False,
 ) -> None:
     # The reason was typed against the card as it was when the button was clicked: if the card moved on
     # meanwhile (another vote), say so instead of deciding on what the person did not see.
@@ -62,6 +66,7 @@ async def decide_with_reason(
         comment=reason,
         seen_revision=meta.revision,
         source=source,
+        from_a_bot=from_a_bot,
     )
     if report.notice is not None:
         await tell(
