@@ -457,13 +457,18 @@ def test_case_opened_in_one_process_is_approved_from_another(seeded_db_url: str)
 
 def test_an_approved_note_held_by_the_daily_limit_is_cancelled_from_the_cli(seeded_db_url: str) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "BILLSLEUTH_", "SLACK_"))}
+    # The break-glass door open in the stored policy; cases opened by one OS user, decided by another.
     env.update(
         DATABASE_URL=seeded_db_url,
         BILLSLEUTH_APPROVERS=",".join(FINANCE),
         BILLSLEUTH_DAILY_CREDIT_LIMIT="190.00",
+        BILLSLEUTH_CLI_DECISIONS="on",
     )
+    support_desk = {**env, "LOGNAME": "support-desk", "USER": "support-desk"}
+    env.update(LOGNAME="finance-desk", USER="finance-desk")
     for sc in (scenario("timezone_change_date"), scenario("cancel_not_respected")):  # 26.02, then 174.90
-        opened = json.loads(cli("case", "open", sc["customer_id"], sc["question"], "--json", env=env).stdout)
+        opened_ = cli("case", "open", sc["customer_id"], sc["question"], "--json", env=support_desk)
+        opened = json.loads(opened_.stdout)
         approved = cli("approve", opened["credit_note"]["id"], "--as", FINANCE[0], "--json", env=env)
         assert approved.returncode == 0, approved.stderr
     held = json.loads(approved.stdout)  # 26.02 + 174.90 passes today's 190.00: approved and held
@@ -486,3 +491,17 @@ def test_an_approved_note_held_by_the_daily_limit_is_cancelled_from_the_cli(seed
     assert conflict.returncode != 0 and "conflict" in conflict.stderr
     shown = json.loads(cli("case", "show", case["case_id"], "--json", env=env).stdout)
     assert shown == case
+
+
+async def test_a_cli_cancel_is_refused_while_the_cli_door_is_shut(seeded_db_url: str) -> None:
+    await setup_checkpointer(seeded_db_url)
+    offline = Configuration(investigator="offline")
+    async with case_service(seeded_db_url, offline, settings(limit="100.00")) as service:
+        held = await open_and_approve(service, scenario("cancel_not_respected"))  # refused at issue
+    assert held["credit_note"]["status"] == "approved"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "BILLSLEUTH_", "SLACK_"))}
+    env.update(DATABASE_URL=seeded_db_url, BILLSLEUTH_APPROVERS=",".join(FINANCE))
+    refused = cli("cancel", held["credit_note"]["id"], "--as", FINANCE[1], "-m", "paid by hand", env=env)
+    assert refused.returncode != 0 and "cli_decisions_off" in refused.stderr
+    async with case_service(seeded_db_url, offline, settings()) as service:
+        assert (await service.show_case(held["case_id"]))["credit_note"]["status"] == "approved"
