@@ -20,11 +20,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from agent.checkpoint import open_checkpointer
 from agent.configuration import CaseContext, Configuration
-from agent.graph import NO_MONEY, build_graph, settled_on_note
-from agent.state import CaseState
+from agent.graph import build_graph, settled_on_note
+from agent.state import FINISHED, UNFINISHED, CaseState, CaseStatus, held_by_daily_limit
 from approvals import activity, cancelling, decisions, expiry, issuing, policy_store, queries
 from approvals.config import ApprovalSettings
-from approvals.models import ApprovalRefused, CreditNoteView, DecisionOutcome, Rule
+from approvals.models import NO_MONEY, ApprovalRefused, CreditNoteView, DecisionOutcome, NoteStatus, Rule
 from engine import schema
 from engine.db import create_engine
 
@@ -32,17 +32,6 @@ log = logging.getLogger(__name__)
 
 ProgressCallback = Callable[[dict[str, Any]], None]
 WAITING_NODE = "await_approval"
-QUEUED = "queued"
-UNFINISHED_STATUSES = (QUEUED, "investigating")  # what recovery picks up after a stop
-FINISHED_STATUSES = (
-    "needs_customer",
-    "explained",
-    "issued",
-    "rejected",
-    "expired",
-    "cancelled",
-    "escalated",
-)
 FINISHED_CHECKPOINT_RETENTION = timedelta(days=30)
 MAX_CASE_LOCK_HOLDERS = 6
 
@@ -95,7 +84,7 @@ class CaseService:
         customer_id: str | None = None,
         channel: str | None = None,
         thread_ts: str | None = None,
-        status: str = QUEUED,
+        status: str = CaseStatus.QUEUED,
         opened_from: str | None = None,
     ) -> str:
         """Record a new case on the caller's connection and return its id: `queued` until an
@@ -170,9 +159,9 @@ class CaseService:
         async with self.engine.begin() as conn:
             taken = await conn.execute(
                 update(schema.cases)
-                .where(cases.id == case_id, cases.status == QUEUED)
+                .where(cases.id == case_id, cases.status == CaseStatus.QUEUED)
                 .values(
-                    status="investigating",
+                    status=CaseStatus.INVESTIGATING,
                     message_ts=func.coalesce(message_ts, cases.message_ts),
                     updated_at=func.now(),
                 )
@@ -187,8 +176,8 @@ class CaseService:
         async with self.engine.begin() as conn:
             ended = await conn.execute(
                 update(schema.cases)
-                .where(cases.id == case_id, cases.status == QUEUED)
-                .values(status="escalated", escalation_reason=reason, updated_at=func.now())
+                .where(cases.id == case_id, cases.status == CaseStatus.QUEUED)
+                .values(status=CaseStatus.ESCALATED, escalation_reason=reason, updated_at=func.now())
                 .returning(cases.id)
             )
             if ended.first() is None:
@@ -200,7 +189,7 @@ class CaseService:
                 "case.escalated",
                 "case",
                 case_id,
-                {"from": QUEUED, "reason": reason},
+                {"from": CaseStatus.QUEUED, "reason": reason},
             )
         return True
 
@@ -310,7 +299,7 @@ class CaseService:
                 state.next
                 or note is None
                 or note.status not in NO_MONEY
-                or values.get("status") != "escalated"
+                or values.get("status") != CaseStatus.ESCALATED
             ):
                 return False
             ended = {"decisions": [*values.get("decisions", []), decision], **settled_on_note(values, note)}
@@ -351,10 +340,27 @@ class CaseService:
         notes the daily limit has held longer than the hold limit."""
         expired = await expiry.expire_overdue(self.engine, now)
         settled = await self.settle_waiting_cases()
-        cancelled = await cancelling.cancel_long_holds(self.engine, await self.settings_in_force(), now)
+        settings = await self.settings_in_force()
+        cancelled = await cancelling.cancel_held_too_long(
+            self.engine, await self.held_too_long(settings, now), settings, now
+        )
         if cancelled:  # their cases rewrite the customer reply
             settled += await self.settle_waiting_cases(release_held=False)
         return Sweep(expired, settled, cancelled)
+
+    async def held_too_long(self, settings: ApprovalSettings, now: datetime | None = None) -> list[str]:
+        """Notes held by the daily limit for longer than the hold limit, counted from their approval (the
+        moment they could first have been issued), oldest first."""
+        cutoff = (now or datetime.now(UTC)) - timedelta(days=settings.hold_max_days)
+        notes, cases = schema.credit_notes.c, schema.cases.c
+        async with self.engine.connect() as conn:
+            rows = await conn.execute(
+                select(notes.id, notes.status, cases.status.label("case_status"))
+                .join(schema.cases, cases.id == notes.case_id)
+                .where(notes.status == NoteStatus.APPROVED, notes.decided_at <= cutoff)
+                .order_by(notes.decided_at, notes.id)
+            )
+            return [row.id for row in rows if held_by_daily_limit(row.status, row.case_status)]
 
     async def settle_waiting_cases(self, *, release_held: bool = True) -> list[str]:
         """Resume every case still waiting whose credit note was decided or expired meanwhile (by a sweep,
@@ -367,7 +373,7 @@ class CaseService:
                 (
                     await conn.execute(
                         select(cases.id)
-                        .where(cases.status == "awaiting_approval")
+                        .where(cases.status == CaseStatus.AWAITING_APPROVAL)
                         .order_by(cases.created_at, cases.id)
                     )
                 ).scalars()
@@ -383,9 +389,9 @@ class CaseService:
 
     async def _settle(self, case_id: str, release_held: bool) -> bool:
         note = await queries.credit_note_for_case(self.engine, case_id)
-        if note is None or note.status == "draft":
+        if note is None or note.status == NoteStatus.DRAFT:
             return False
-        if note.status == "approved" and (
+        if held_by_daily_limit(note.status, CaseStatus.AWAITING_APPROVAL) and (
             not release_held
             or await issuing.held_by_daily_budget(
                 self.engine, note.amount, note.currency, self.approval_settings
@@ -404,7 +410,7 @@ class CaseService:
         async with self.engine.connect() as conn:
             rows = await conn.execute(
                 select(schema.cases.c.id).where(
-                    schema.cases.c.status.in_(FINISHED_STATUSES), schema.cases.c.updated_at < cutoff
+                    schema.cases.c.status.in_(FINISHED), schema.cases.c.updated_at < cutoff
                 )
             )
             finished = list(rows.scalars())
@@ -432,7 +438,7 @@ class CaseService:
     async def unfinished_cases(self, idle_for: timedelta | None = None) -> list[str]:
         """Cases queued or investigating (untouched for `idle_for`, when given), oldest first."""
         cases = schema.cases.c
-        query = select(cases.id).where(cases.status.in_(UNFINISHED_STATUSES))
+        query = select(cases.id).where(cases.status.in_(UNFINISHED))
         if idle_for is not None:
             query = query.where(cases.updated_at < func.now() - idle_for)
         async with self.engine.connect() as conn:
@@ -440,7 +446,7 @@ class CaseService:
 
     async def _finish(self, case_id: str) -> bool:
         row = await self.case_row(case_id)
-        if row.status not in UNFINISHED_STATUSES:
+        if row.status not in UNFINISHED:
             return False  # finished since we looked
         state = await self.state_of(case_id)
         return await self._finish_interrupted(row, state.values, tuple(state.next or ()))
@@ -459,7 +465,7 @@ class CaseService:
         async with self._case_lock(row.id, wait=False) as taken:
             if not taken:
                 return False
-            if row.status == QUEUED and not await self._take_up(row.id):
+            if row.status == CaseStatus.QUEUED and not await self._take_up(row.id):
                 return False  # taken up and finished since we looked
             if not values:  # stopped before the first checkpoint: start over
                 initial: CaseState = {
@@ -489,7 +495,7 @@ class CaseService:
         `values`: the state a graph run under this case's lock just returned; else the last checkpoint's."""
         if values is None:
             values = (await self.state_of(case_id)).values
-        status = values.get("status") or "investigating"
+        status = values.get("status") or CaseStatus.INVESTIGATING
         async with self.engine.begin() as conn:
             before = (
                 await conn.execute(select(schema.cases.c.status).where(schema.cases.c.id == case_id))

@@ -25,21 +25,21 @@ from agent.configuration import CaseContext
 from agent.grounding import EvidenceBook, ungrounded
 from agent.intake import parse_complaint
 from agent.investigators import InvestigationOutcome, auditor_view, investigate_offline
-from agent.state import CaseState
+from agent.state import CaseState, CaseStatus
 from agent.tools import ToolContext
 from agent.verify import verify_findings
 from agent.write_up import compose_reply, ungrounded_in_reply
 from approvals import drafting, issuing, queries
-from approvals.models import CreditNoteView, Refused, Rule
+from approvals.models import NO_MONEY, CreditNoteView, NoteStatus, Refused, Rule
 from engine import schema
 from engine.money import fmt
 
-# A note that ended without money leaving: the customer reply is rewritten to promise nothing.
-NO_MONEY = ("rejected", "expired", "cancelled")
+# Statuses go into the state as plain strings (`.value`): the checkpointer deserialises only the types it
+# knows, and an enum of ours is not one of them (LangGraph warns now and will refuse it later).
 
 
 def _escalate(reason: str) -> dict[str, Any]:
-    return {"status": "escalated", "escalation_reason": reason}
+    return {"status": CaseStatus.ESCALATED.value, "escalation_reason": reason}
 
 
 def _tools(state: CaseState, context: CaseContext, actor: str) -> ToolContext:
@@ -77,12 +77,13 @@ async def intake(state: CaseState, runtime: Runtime[CaseContext]) -> dict[str, A
         ask = prompts.ask_for_customer(complaint.language)
         if customer_id:
             ask = f"I can't find customer {customer_id} in the ledger. " + ask
-        return {**update, "status": "needs_customer", "reply": {"customer_message": "", "internal_note": ask}}
-    return {**update, "status": "investigating"}
+        reply = {"customer_message": "", "internal_note": ask}
+        return {**update, "status": CaseStatus.NEEDS_CUSTOMER.value, "reply": reply}
+    return {**update, "status": CaseStatus.INVESTIGATING.value}
 
 
 def after_intake(state: CaseState) -> Literal["investigate", "__end__"]:
-    return "investigate" if state.get("status") == "investigating" else END
+    return "investigate" if state.get("status") == CaseStatus.INVESTIGATING else END
 
 
 async def investigate(state: CaseState, runtime: Runtime[CaseContext]) -> dict[str, Any]:
@@ -145,7 +146,7 @@ async def verify(state: CaseState, runtime: Runtime[CaseContext]) -> dict[str, A
 
 
 def after_check(state: CaseState) -> Literal["continue", "__end__"]:
-    return END if state.get("status") == "escalated" else "continue"
+    return END if state.get("status") == CaseStatus.ESCALATED else "continue"
 
 
 async def write_up(state: CaseState, runtime: Runtime[CaseContext]) -> dict[str, Any]:
@@ -166,12 +167,13 @@ async def write_up(state: CaseState, runtime: Runtime[CaseContext]) -> dict[str,
     stray = ungrounded_in_reply(reply, evidence)
     if stray:
         return _escalate(f"the write-up states numbers the ledger does not support: {', '.join(stray)}")
-    status = "awaiting_approval" if findings["expected_action"] == "credit_note" else "explained"
+    credit = findings["expected_action"] == "credit_note"
+    status = (CaseStatus.AWAITING_APPROVAL if credit else CaseStatus.EXPLAINED).value
     return {"reply": reply, "status": status}
 
 
 def after_write_up(state: CaseState) -> Literal["request_approval", "__end__"]:
-    return "request_approval" if state.get("status") == "awaiting_approval" else END
+    return "request_approval" if state.get("status") == CaseStatus.AWAITING_APPROVAL else END
 
 
 async def request_approval(state: CaseState, runtime: Runtime[CaseContext]) -> dict[str, Any]:
@@ -203,7 +205,7 @@ async def await_approval(state: CaseState, runtime: Runtime[CaseContext]) -> dic
     decision = interrupt({"credit_note_id": note["id"], "amount": note["amount"], "needed": note["needed"]})
     current = await queries.get_credit_note(context.engine, note["id"])
     decisions = [*state.get("decisions", []), decision]
-    if current.status == "approved":
+    if current.status == NoteStatus.APPROVED:
         try:
             await issuing.issue(context.engine, note["id"], context.approval_settings)
         except Refused as refusal:
@@ -216,7 +218,7 @@ async def await_approval(state: CaseState, runtime: Runtime[CaseContext]) -> dic
                 return {
                     "decisions": decisions,
                     "credit_note": current.summary(),
-                    "status": "awaiting_approval",
+                    "status": CaseStatus.AWAITING_APPROVAL.value,
                 }
             return {
                 "decisions": decisions,
@@ -235,7 +237,7 @@ def settled_on_note(state: CaseState, note: CreditNoteView) -> dict[str, Any]:
     reply = dict(state.get("reply") or {})
     findings = state["findings"]
     assert findings is not None
-    if note.status == "issued":
+    if note.status == NoteStatus.ISSUED:
         reply["customer_message"] = (
             reply.get("customer_message", "").rstrip()
             + "\n\n"
@@ -243,12 +245,14 @@ def settled_on_note(state: CaseState, note: CreditNoteView) -> dict[str, Any]:
         )
     elif note.status in NO_MONEY:
         reply["customer_message"] = prompts.rejected_reply(language, findings["invoice_ids"][:1])
-    status = note.status if note.status in ("issued", *NO_MONEY) else "awaiting_approval"
+    # The case takes its note's ending (the two share those names); any other note status keeps it waiting.
+    ended = note.status in (NoteStatus.ISSUED, *NO_MONEY)
+    status = (CaseStatus(note.status) if ended else CaseStatus.AWAITING_APPROVAL).value
     return {"credit_note": note.summary(), "reply": reply, "status": status}
 
 
 def after_approval(state: CaseState) -> Literal["await_approval", "__end__"]:
-    return "await_approval" if state.get("status") == "awaiting_approval" else END
+    return "await_approval" if state.get("status") == CaseStatus.AWAITING_APPROVAL else END
 
 
 def build_graph(checkpointer: Any = None) -> Any:

@@ -2,21 +2,41 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any, Literal, NotRequired, TypedDict
 
-CaseStatus = Literal[
-    "queued",
-    "investigating",
-    "needs_customer",
-    "explained",
-    "awaiting_approval",
-    "issued",
-    "rejected",
-    "expired",
-    "cancelled",
-    "revision_requested",
-    "escalated",
-]
+from approvals.models import NoteStatus
+
+
+class CaseStatus(StrEnum):
+    """A case's status (the cases.status CHECK and DESIGN.md's case JSON list the same values)."""
+
+    QUEUED = "queued"  # claimed, waiting for an investigation slot
+    INVESTIGATING = "investigating"
+    NEEDS_CUSTOMER = "needs_customer"
+    EXPLAINED = "explained"
+    AWAITING_APPROVAL = "awaiting_approval"
+    ISSUED = "issued"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+    CANCELLED = "cancelled"
+    REVISION_REQUESTED = "revision_requested"
+    ESCALATED = "escalated"
+
+
+# What recovery picks up after a stop.
+UNFINISHED = (CaseStatus.QUEUED, CaseStatus.INVESTIGATING)
+# Ended by their credit note's outcome: a customer reply is owed in the thread.
+SETTLED = (CaseStatus.ISSUED, CaseStatus.REJECTED, CaseStatus.EXPIRED, CaseStatus.CANCELLED)
+# Nothing more will happen to these (an escalated case's approved note may still be cancelled).
+FINISHED = (CaseStatus.NEEDS_CUSTOMER, CaseStatus.EXPLAINED, *SETTLED, CaseStatus.ESCALATED)
+
+
+def held_by_daily_limit(note_status: str, case_status: str) -> bool:
+    """An approved note whose case still waits is held by the daily credit limit's hard stop: issuing it
+    was refused for room today (any other refusal escalates the case instead). The sweep issues it once
+    there is room, or cancels it after BILLSLEUTH_HOLD_MAX_DAYS."""
+    return note_status == NoteStatus.APPROVED and case_status == CaseStatus.AWAITING_APPROVAL
 
 
 class Findings(TypedDict):

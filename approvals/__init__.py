@@ -4,7 +4,7 @@ Imports only `engine` (and SQLAlchemy): it knows nothing of Slack or LangGraph. 
 call the functions re-exported here.
 """
 
-from approvals.cancelling import cancel, cancel_long_holds
+from approvals.cancelling import cancel, cancel_held_too_long
 from approvals.config import ApprovalSettings, SettingsError
 from approvals.decisions import decide
 from approvals.drafting import draft_credit_note
@@ -48,7 +48,7 @@ __all__ = [
     "approvals_of",
     "args_hash",
     "cancel",
-    "cancel_long_holds",
+    "cancel_held_too_long",
     "credit_note_for_case",
     "credit_notes_for_case",
     "credit_reason",

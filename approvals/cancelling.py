@@ -3,7 +3,8 @@
 An approved note can fail to leave: the daily credit limit holds it, or issuing refuses it (the ledger
 changed, the note no longer matches its approvals). Without an end it would count against its invoice
 forever and block every later case on it. Any approver — one who voted for it too — may cancel it with a
-reason; the sweep cancels a note the daily limit has held longer than BILLSLEUTH_HOLD_MAX_DAYS.
+reason; the sweep cancels a note the daily limit has held longer than BILLSLEUTH_HOLD_MAX_DAYS (the agent,
+which knows what "held" means for a case, picks them).
 
 Compare-and-set like every decision, under the note's row lock (issuing holds the same lock, so a note is
 either issued or cancelled, never both): cancelling a cancelled note again is a no-op, cancelling a note in
@@ -12,22 +13,21 @@ any other status is a conflict. Refusals are recorded on their own in activity_l
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, select, update
+from sqlalchemy import Row, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from approvals import activity
 from approvals.config import ApprovalSettings
 from approvals.decisions import Ballot, check_identity, check_not_requester, record_refused
-from approvals.models import ApprovalRefused, DecisionOutcome, Rule
+from approvals.models import ApprovalRefused, DecisionOutcome, NoteStatus, Rule
 from approvals.policy import utc_now
 from approvals.queries import note_row_in, votes_in
 from engine import schema as t
 
 CANCEL = "cancel"
-CANCELLED = "cancelled"
 
 
 async def cancel(
@@ -62,39 +62,20 @@ async def cancel(
         raise
 
 
-async def cancel_long_holds(
-    engine: AsyncEngine, settings: ApprovalSettings, now: datetime | None = None
+async def cancel_held_too_long(
+    engine: AsyncEngine, note_ids: list[str], settings: ApprovalSettings, now: datetime | None = None
 ) -> list[str]:
-    """The sweep's part: cancel every note the daily limit has held longer than the hold limit.
-
-    Held means approved, not issued, and its case still waiting (a note whose issue was refused for any
-    other reason escalated its case instead, and waits for a person). The hold is counted from the
-    approval, the moment the note could first have been issued. Returns the cancelled notes' ids."""
+    """The sweep's part: cancel these notes, which the daily limit has held longer than the hold limit
+    (the caller picks them). Each is re-checked under its lock: one issued meanwhile is left alone.
+    Returns the ids cancelled."""
     now = now or utc_now()
-    cutoff = now - timedelta(days=settings.hold_max_days)
-    notes, cases = t.credit_notes.c, t.cases.c
-    async with engine.connect() as conn:
-        overdue = list(
-            (
-                await conn.execute(
-                    select(notes.id)
-                    .join(t.cases, cases.id == notes.case_id)
-                    .where(
-                        notes.status == "approved",
-                        cases.status == "awaiting_approval",
-                        notes.decided_at <= cutoff,
-                    )
-                    .order_by(notes.decided_at, notes.id)
-                )
-            ).scalars()
-        )
-    cancelled = []
     reason = f"held by the daily credit limit for more than {settings.hold_max_days} days"
-    for note_id in overdue:
+    cancelled = []
+    for note_id in note_ids:
         async with engine.begin() as conn:
             note = await note_row_in(conn, note_id, lock=True)
-            if note.status != "approved":
-                continue  # issued (or cancelled) since we looked
+            if note.status != NoteStatus.APPROVED:
+                continue  # issued (or cancelled) since it was picked
             await _cancel_locked(conn, note, activity.SYSTEM, activity.BILLSLEUTH, reason, now)
             cancelled.append(note_id)
     return cancelled
@@ -111,19 +92,19 @@ async def _cancel_locked(
 ) -> DecisionOutcome:
     """approved → cancelled on a note whose row lock the caller holds."""
     approvals = sum(v.decision == "approve" for v in await votes_in(conn, note.id))
-    if note.status == CANCELLED:
+    if note.status == NoteStatus.CANCELLED:
         message = f"{note.id} is already cancelled; nothing changed"
-        return DecisionOutcome(note.id, CANCELLED, approvals, note.needed, False, message)
-    if note.status != "approved":
+        return DecisionOutcome(note.id, NoteStatus.CANCELLED, approvals, note.needed, False, message)
+    if note.status != NoteStatus.APPROVED:
         raise ApprovalRefused(
             Rule.CONFLICT,
             f"{note.id} is {note.status}; only an approved note that was never issued can be cancelled"
-            + (" (reject a draft instead)" if note.status == "draft" else ""),
+            + (" (reject a draft instead)" if note.status == NoteStatus.DRAFT else ""),
         )
     await conn.execute(
         update(t.credit_notes)
-        .where(t.credit_notes.c.id == note.id, t.credit_notes.c.status == "approved")
-        .values(status=CANCELLED, cancelled_by=actor_id, cancel_reason=reason, cancelled_at=now)
+        .where(t.credit_notes.c.id == note.id, t.credit_notes.c.status == NoteStatus.APPROVED)
+        .values(status=NoteStatus.CANCELLED, cancelled_by=actor_id, cancel_reason=reason, cancelled_at=now)
     )
     await activity.record(
         conn,
@@ -140,4 +121,5 @@ async def _cancel_locked(
             "source": source,
         },
     )
-    return DecisionOutcome(note.id, CANCELLED, approvals, note.needed, True, f"{note.id} cancelled: {reason}")
+    message = f"{note.id} cancelled: {reason}"
+    return DecisionOutcome(note.id, NoteStatus.CANCELLED, approvals, note.needed, True, message)

@@ -27,14 +27,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from approvals import activity
 from approvals.config import ApprovalSettings, is_slack_user_id
 from approvals.expiry import expire_if_overdue
-from approvals.models import CLI_SOURCE, ApprovalRefused, DecisionOutcome, Rule, Vote
+from approvals.models import CLI_SOURCE, ApprovalRefused, DecisionOutcome, NoteStatus, Rule, Vote
 from approvals.policy import note_args_hash, utc_now
 from approvals.queries import APPROVE, REJECT, note_row_in, votes_in
 from engine import schema as t
 
-OUTCOME = {APPROVE: "approved", REJECT: "rejected"}
+OUTCOME = {APPROVE: NoteStatus.APPROVED, REJECT: NoteStatus.REJECTED}
 # Statuses that already carry a decision's outcome: issuing is what follows an approval.
-SAME_OUTCOME = {APPROVE: ("approved", "issued"), REJECT: ("rejected",)}
+SAME_OUTCOME = {APPROVE: (NoteStatus.APPROVED, NoteStatus.ISSUED), REJECT: (NoteStatus.REJECTED,)}
 
 
 class _Overdue(Exception):
@@ -141,7 +141,7 @@ async def _count_vote(
     if ballot.decision == REJECT and not ballot.comment:
         raise ApprovalRefused(Rule.REASON_REQUIRED, "a reject needs a reason")
     votes = await votes_in(conn, note.id)
-    if note.status != "draft":
+    if note.status != NoteStatus.DRAFT:
         return _settled(note, ballot.decision, votes)
     if note.expires_at is not None and note.expires_at <= now:
         raise _Overdue(now)
@@ -158,7 +158,7 @@ async def _count_vote(
     approvals = len(current_approvals(votes, settings)) + (ballot.decision == APPROVE)
     if ballot.decision == APPROVE and approvals < note.needed:
         waiting = f"Approval recorded for {note.id}: {approvals} of {note.needed}; it needs another approver"
-        return DecisionOutcome(note.id, "draft", approvals, note.needed, True, waiting)
+        return DecisionOutcome(note.id, NoteStatus.DRAFT, approvals, note.needed, True, waiting)
     await _resolve(conn, note, ballot, approvals, now)
     done = _resolved_message(note.id, ballot)
     return DecisionOutcome(note.id, OUTCOME[ballot.decision], approvals, note.needed, True, done)
@@ -221,7 +221,7 @@ def current_approvals(votes: list[Vote], settings: ApprovalSettings) -> list[Vot
 
 def _settled(note: Row[Any], decision: str, votes: list[Vote]) -> DecisionOutcome:
     """The note is no longer a draft: the same outcome again is a no-op, another one a conflict."""
-    if note.status == "expired":
+    if note.status == NoteStatus.EXPIRED:
         raise _expired(note.id)
     if note.status not in SAME_OUTCOME[decision]:
         raise ApprovalRefused(
@@ -272,7 +272,7 @@ async def _resolve(
     target = OUTCOME[decision]
     cas = (
         update(t.credit_notes)
-        .where(t.credit_notes.c.id == note.id, t.credit_notes.c.status == "draft")
+        .where(t.credit_notes.c.id == note.id, t.credit_notes.c.status == NoteStatus.DRAFT)
         .values(status=target, decided_at=now)
         .returning(t.credit_notes.c.id)
     )

@@ -22,8 +22,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from approvals import activity
 from approvals.config import ApprovalSettings
 from approvals.limits import (
-    CREDITED,
-    OPEN,
     OwedUnknown,
     credited_total,
     invoice_currency,
@@ -31,7 +29,7 @@ from approvals.limits import (
     owed_on_invoice,
     paid_total,
 )
-from approvals.models import CreditNoteView, DraftRefused, Rule
+from approvals.models import CREDITED_NOTES, OPEN_NOTES, CreditNoteView, DraftRefused, NoteStatus, Rule
 from approvals.policy import (
     approvals_needed,
     args_hash,
@@ -175,7 +173,7 @@ async def _check_no_other_case_is_open(conn: AsyncConnection, request: _Request)
             select(notes.id, notes.case_id, notes.status)
             .where(
                 notes.invoice_id == request.invoice_id,
-                notes.status.in_(OPEN),
+                notes.status.in_(OPEN_NOTES),
                 notes.case_id.is_distinct_from(request.case_id),
             )
             .order_by(notes.id)
@@ -215,7 +213,7 @@ def _check_currency(amount: Decimal, currency: str) -> None:
 async def _check_room_on_invoice(conn: AsyncConnection, invoice_id: str, amount: Decimal) -> None:
     """credited (approved + issued) + this ≤ paid; the caller holds the invoice lock."""
     paid = await paid_total(conn, invoice_id)
-    credited = await credited_total(conn, invoice_id, CREDITED)
+    credited = await credited_total(conn, invoice_id, CREDITED_NOTES)
     if credited + amount > paid:
         raise DraftRefused(
             Rule.PAID_TOTAL,
@@ -229,7 +227,9 @@ async def _check_still_owed(conn: AsyncConnection, request: _Request) -> None:
     invoice lock: another case's note may have been issued on this invoice since that case verified."""
     amount = request.amount
     try:
-        owed = await owed_on_invoice(conn, request.invoice_id, pending=OPEN, excluding_case=request.case_id)
+        owed = await owed_on_invoice(
+            conn, request.invoice_id, pending=OPEN_NOTES, excluding_case=request.case_id
+        )
     except OwedUnknown as error:
         raise DraftRefused(Rule.OVERCHARGE_UNVERIFIED, str(error)) from None
     if amount > owed.amount:
@@ -261,7 +261,7 @@ async def _insert_note(
             invoice_id=request.invoice_id,
             amount=request.amount,
             reason=request.reason,
-            status="draft",
+            status=NoteStatus.DRAFT,
             root_cause=request.root_cause,
             memo=request.memo,
             case_id=request.case_id,

@@ -12,6 +12,7 @@ from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from approvals import activity
+from approvals.models import NoteStatus
 from approvals.policy import utc_now
 from engine import schema as t
 
@@ -32,8 +33,8 @@ async def _expire(conn: AsyncConnection, now: datetime, credit_note_id: str | No
     notes = t.credit_notes.c
     query = (
         update(t.credit_notes)
-        .where(notes.status == "draft", notes.expires_at <= now)
-        .values(status="expired")
+        .where(notes.status == NoteStatus.DRAFT, notes.expires_at <= now)
+        .values(status=NoteStatus.EXPIRED)
         .returning(notes.id, notes.expires_at)
     )
     if credit_note_id is not None:

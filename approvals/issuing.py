@@ -17,7 +17,6 @@ from approvals import activity
 from approvals.config import ApprovalSettings
 from approvals.decisions import current_approvals
 from approvals.limits import (
-    OPEN,
     OwedUnknown,
     credited_total,
     issued_today,
@@ -27,7 +26,7 @@ from approvals.limits import (
     paid_total,
     utc_day,
 )
-from approvals.models import IssueOutcome, IssueRefused, Rule, Vote
+from approvals.models import OPEN_NOTES, IssueOutcome, IssueRefused, NoteStatus, Rule, Vote
 from approvals.policy import note_args_hash, utc_now
 from approvals.queries import APPROVE, note_row_in, votes_in
 from engine import schema as t
@@ -72,11 +71,11 @@ async def _issue(
     invoice_id = (await note_row_in(conn, credit_note_id)).invoice_id
     await lock_invoice(conn, invoice_id)
     note = await note_row_in(conn, credit_note_id, lock=True)
-    if note.status == "issued":
+    if note.status == NoteStatus.ISSUED:
         return IssueOutcome(
-            note.id, "issued", note.amount, False, f"{note.id} was already issued; nothing changed"
+            note.id, NoteStatus.ISSUED, note.amount, False, f"{note.id} was already issued; nothing changed"
         )
-    if note.status != "approved":
+    if note.status != NoteStatus.APPROVED:
         raise IssueRefused(
             Rule.NOT_APPROVED, f"{note.id} is {note.status}; only an approved note can be issued"
         )
@@ -90,8 +89,8 @@ async def _issue(
     await _check_daily_budget(conn, note.amount, note.currency, settings, now)
     await conn.execute(
         update(t.credit_notes)
-        .where(t.credit_notes.c.id == note.id, t.credit_notes.c.status == "approved")
-        .values(status="issued", issued_at=now)
+        .where(t.credit_notes.c.id == note.id, t.credit_notes.c.status == NoteStatus.APPROVED)
+        .values(status=NoteStatus.ISSUED, issued_at=now)
     )
     await activity.record(
         conn,
@@ -148,8 +147,8 @@ async def _reopen(
     expires_at = now + timedelta(hours=settings.approval_ttl_hours)
     await conn.execute(
         update(t.credit_notes)
-        .where(t.credit_notes.c.id == note.id, t.credit_notes.c.status == "approved")
-        .values(status="draft", decided_at=None, expires_at=expires_at)
+        .where(t.credit_notes.c.id == note.id, t.credit_notes.c.status == NoteStatus.APPROVED)
+        .values(status=NoteStatus.DRAFT, decided_at=None, expires_at=expires_at)
     )
     await activity.record(
         conn,
@@ -164,13 +163,13 @@ async def _reopen(
         f"{note.id} was approved by {', '.join(removed)}, no longer on the approver list; it waits for a "
         "current approver"
     )
-    return IssueOutcome(note.id, "draft", note.amount, True, message)
+    return IssueOutcome(note.id, NoteStatus.DRAFT, note.amount, True, message)
 
 
 async def _check_room_on_invoice(conn: AsyncConnection, note: Row[Any]) -> None:
     """issued + this ≤ paid: another note may have been issued on this invoice since approval."""
     paid = await paid_total(conn, note.invoice_id)
-    issued = await credited_total(conn, note.invoice_id, ["issued"])
+    issued = await credited_total(conn, note.invoice_id, [NoteStatus.ISSUED])
     if issued + note.amount > paid:
         raise IssueRefused(
             Rule.PAID_TOTAL,
@@ -184,7 +183,7 @@ async def _check_still_owed(conn: AsyncConnection, note: Row[Any]) -> None:
     """What the ledger says is still owed back on the invoice now, this note aside, must cover it: a
     payment refunded or another note issued since approval means the approved amount is no longer owed."""
     try:
-        owed = await owed_on_invoice(conn, note.invoice_id, pending=OPEN, excluding_case=note.case_id)
+        owed = await owed_on_invoice(conn, note.invoice_id, pending=OPEN_NOTES, excluding_case=note.case_id)
     except OwedUnknown as error:
         raise IssueRefused(Rule.OVERCHARGE_UNVERIFIED, str(error)) from None
     if note.amount > owed.amount:

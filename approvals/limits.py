@@ -15,6 +15,7 @@ from decimal import Decimal
 from sqlalchemy import func, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from approvals.models import NoteStatus
 from engine import schema as t
 from engine.diff import check_ledger, ledger_as_of
 from engine.ledger import load_ledger, load_price_book
@@ -24,9 +25,6 @@ from engine.money import ZERO, fmt, money
 # A fixed key for pg_advisory_xact_lock: "the daily credit budget". Any constant works as long as
 # nothing else in the database uses it; this one spells "BSBUDGET" in ASCII.
 BUDGET_LOCK_KEY = 0x4253_4255_4447_4554
-
-CREDITED = ("approved", "issued")  # what counts against the paid total when drafting
-OPEN = ("draft", "approved")  # notes asking to credit an invoice that have not been issued yet
 
 
 class OwedUnknown(ValueError):
@@ -140,7 +138,10 @@ async def issued_during(conn: AsyncConnection, start: datetime, end: datetime, c
     Notes a forced reseed erased still count: their `ledger.reseeded` activity row lists them."""
     notes = t.credit_notes.c
     query = select(func.coalesce(func.sum(notes.amount), ZERO)).where(
-        notes.status == "issued", notes.issued_at >= start, notes.issued_at < end, notes.currency == currency
+        notes.status == NoteStatus.ISSUED,
+        notes.issued_at >= start,
+        notes.issued_at < end,
+        notes.currency == currency,
     )
     standing = Decimal((await conn.execute(query)).scalar_one())
     return standing + await _erased_by_reseeds(conn, start, end, currency)

@@ -17,6 +17,25 @@ CLI_SOURCE = "cli:"  # a decision's source from the CLI: cli:<os user>
 SLACK_SOURCE = "slack:"  # from a Slack-signed payload: slack:<team id>
 
 
+class NoteStatus(StrEnum):
+    """A credit note's status (the credit_notes.status CHECK lists the same values)."""
+
+    DRAFT = "draft"  # waiting for votes
+    APPROVED = "approved"  # voted through, not issued yet (about to be, held by the daily limit, or refused)
+    ISSUED = "issued"  # money left
+    REJECTED = "rejected"
+    EXPIRED = "expired"  # nobody decided in time
+    CANCELLED = "cancelled"  # approved, then ended without being issued
+
+
+# Notes that may still be issued: they count against what is owed on their invoice.
+OPEN_NOTES = (NoteStatus.DRAFT, NoteStatus.APPROVED)
+# What counts against the paid total when drafting: approved or already issued.
+CREDITED_NOTES = (NoteStatus.APPROVED, NoteStatus.ISSUED)
+# Notes that ended without money leaving: the customer reply promises nothing.
+NO_MONEY = (NoteStatus.REJECTED, NoteStatus.EXPIRED, NoteStatus.CANCELLED)
+
+
 class Rule(StrEnum):
     """The rule a refusal names. Values are stable: the activity log and the bot rely on them."""
 
@@ -107,7 +126,7 @@ class CreditNoteView:
     amount: Decimal
     currency: str  # the invoice's (ISO 4217), part of the amount: "123.60 USD", "12000 JPY"
     reason: str  # duplicate | order_change | product_unsatisfactory | fraudulent
-    status: str  # draft | approved | issued | rejected | expired | cancelled
+    status: NoteStatus
     approvals: int  # approve votes so far
     needed: int  # approve votes required (1, or 2 at or above the threshold)
     approvers: tuple[str, ...]  # who voted approve, in vote order
@@ -151,7 +170,7 @@ class DecisionOutcome:
 @dataclass(frozen=True)
 class IssueOutcome:
     credit_note_id: str
-    status: str  # "issued", or "draft" when its approvers left the list and it waits for a current one
+    status: NoteStatus  # issued, or draft when its approvers left the list and it waits for a current one
     amount: Decimal
     changed: bool  # False: it was already issued
     message: str

@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import Row, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from approvals.models import CreditNoteView, UnknownCreditNote, Vote
+from approvals.models import CreditNoteView, NoteStatus, UnknownCreditNote, Vote
 from engine import schema as t
 
 APPROVE = "approve"
@@ -109,7 +109,7 @@ async def list_pending(engine: AsyncEngine) -> list[CreditNoteView]:
         notes = (
             await conn.execute(
                 select(t.credit_notes)
-                .where(t.credit_notes.c.status == "draft")
+                .where(t.credit_notes.c.status == NoteStatus.DRAFT)
                 .order_by(t.credit_notes.c.created_at, t.credit_notes.c.id)
             )
         ).all()

@@ -16,7 +16,8 @@ from typing import Any
 from sqlalchemy import func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from agent.cases import UNFINISHED_STATUSES, CaseNotFound, case_row_in
+from agent.cases import CaseNotFound, case_row_in
+from agent.state import SETTLED, UNFINISHED, CaseStatus
 from approvals import queries
 from bot.cards import customer_reply_message
 from bot.cards.models import Message, ProgressStep
@@ -26,10 +27,9 @@ from engine import schema
 
 log = logging.getLogger(__name__)
 
-SETTLED = ("issued", "rejected", "expired", "cancelled")
 # A case drawn in one of these states never changes again (an escalated one may, while its note is
 # approved: it can still be cancelled).
-FINAL_STATES = ("explained", "needs_customer", *SETTLED)
+FINAL_STATES = (CaseStatus.EXPLAINED, CaseStatus.NEEDS_CUSTOMER, *SETTLED)
 
 
 async def put_case_message(
@@ -157,7 +157,7 @@ async def _maybe_behind(runtime: BotRuntime) -> list[tuple[str, str | None]]:
         select(cases.id, cases.drawn_state)
         .where(
             cases.channel.is_not(None),
-            cases.status.not_in(UNFINISHED_STATUSES),
+            cases.status.not_in(UNFINISHED),
             cases.drawn_state.is_(None) | ~final | (cases.status.in_(SETTLED) & ~reply_claimed),
         )
         .order_by(cases.created_at, cases.id)

@@ -16,9 +16,10 @@ from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
-from agent.cases import UNFINISHED_STATUSES, CaseNotFound, CaseService
+from agent.cases import CaseNotFound, CaseService
 from agent.intake import parse_complaint
 from agent.prompts import ask_for_customer
+from agent.state import UNFINISHED
 from bot.cards import progress_message
 from bot.cards.models import ProgressView
 from bot.case_messages import redraw_behind, show_case_result
@@ -129,7 +130,7 @@ async def investigate(
         await client.chat_update(channel=request.channel, ts=ts, **failed.as_kwargs())
         return None
     revision = await live.finish()
-    if case["status"] in UNFINISHED_STATUSES:
+    if case["status"] in UNFINISHED:
         return None  # another run (recovery, another process) took it up, and draws it when it ends
     await show_case_result(runtime, case, steps=live.steps, revision=revision)
     return case
@@ -139,10 +140,10 @@ async def resume_unfinished(runtime: BotRuntime, case_id: str) -> dict[str, Any]
     """A redelivered event whose case a stop left queued or investigating: run it to its end here and draw
     it (unless a live process is running it right now)."""
     service = runtime.service
-    if (await service.case_row(case_id)).status not in UNFINISHED_STATUSES:
+    if (await service.case_row(case_id)).status not in UNFINISHED:
         return None
     case = await service.retry_interrupted(case_id)
-    if case["status"] in UNFINISHED_STATUSES:
+    if case["status"] in UNFINISHED:
         return None
     await show_case_result(runtime, case)
     return case

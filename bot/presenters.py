@@ -16,6 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from agent.cases import CaseService, case_row_in
+from agent.state import held_by_daily_limit
 from agent.tools import ToolContext, ToolError, call_tool, recompute
 from approvals import queries
 from approvals.config import is_slack_user_id
@@ -194,10 +195,9 @@ async def _card_view(service: CaseService, conn: AsyncConnection, credit_note_id
     case_id = note.case_id or ""
     customer = await _customer_of_invoice_in(conn, note.invoice_id)
     row = await case_row_in(conn, case_id) if case_id else None
-    waiting = row is not None and row.status == "awaiting_approval"  # an escalated case is not held
     held = (
-        note.status == "approved"
-        and waiting
+        row is not None
+        and held_by_daily_limit(note.status, row.status)
         and await over_daily_budget(conn, note.amount, note.currency, service.approval_settings, utc_now())
     )
     # An approved note whose case escalated was refused at issue: it waits for a person, not for room.

@@ -71,6 +71,7 @@ async def test_overcharge_pauses_with_one_draft_for_the_verified_amount(service:
     assert await count(service, schema.credit_notes) == 1
     state = await service.state_of(case["case_id"])
     assert state.next == ("await_approval",)
+    assert type(state.values["status"]) is str  # a plain string: the checkpointer knows no enum of ours
     trail = await count(service, schema.audit_log, schema.audit_log.c.case_id == case["case_id"])
     assert trail >= 5
 
