@@ -19,7 +19,7 @@ from agent.configuration import Configuration
 from approvals.config import ApprovalSettings
 from bot.cards import APPROVE_ACTION_ID, REJECT_ACTION_ID, REJECT_REASON_ACTION_ID, REJECT_REASON_BLOCK_ID
 from bot.cards.text import render_blocks
-from bot.runtime import RunningBot, running_bot
+from bot.server import RunningBot, running_bot
 from bot.slack_testing import SignedClient, SlackRecorder
 from bot.slack_testing import payloads as p
 

@@ -1,10 +1,10 @@
 """One grammar for the words people type: the `/billsleuth` slash command, the @mention, and the request
 builders the CLI shares with them.
 
-Every parser here turns words into a `bot.operations` request (or says what was wrong in one line, as an
-OperationError); rules about people and money are not checked here but by approvals/, wherever the
-request came from. The identity is always given by the caller — the Slack user who typed or clicked, or
-the CLI's `--as` — never read from the words themselves.
+Every parser here turns words into a request (the dataclasses below, run by bot/flows/operations.py), or
+says what was wrong in one line (an OperationError); rules about people and money are not checked here
+but by approvals/, wherever the request came from. The identity is always given by the caller — the
+Slack user who typed or clicked, or the CLI's `--as` — never read from the words themselves.
 """
 
 from __future__ import annotations
@@ -14,19 +14,84 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bot.operations import (
-    DECISIONS,
-    Decide,
-    ListNotes,
-    OpenCase,
-    OperationError,
-    Request,
-    ShowCase,
-    ShowNote,
-    check_case_id,
-    check_credit_note_id,
-    check_customer_id,
-)
+# ---- requests: what people ask for, whichever door they use ----------------------------------------------
+
+CUSTOMER_ID = re.compile(r"^C-\d{4,6}$")
+CREDIT_NOTE_ID = re.compile(r"^CN-\d{4,}$")
+CASE_ID = re.compile(r"^CASE-\d{4,}$")
+# A vote on a draft (approve, reject), or the end of an approved note that was never issued (cancel).
+DECISIONS = ("approve", "reject", "cancel")
+
+
+class OperationError(Exception):
+    """A request that cannot be carried out: bad input or a refused rule. One line; exit code non-zero."""
+
+    def __init__(self, message: str, rule: str | None = None) -> None:
+        super().__init__(message)
+        self.rule = rule
+
+
+@dataclass(frozen=True)
+class OpenCase:
+    customer_id: str | None
+    message: str
+    requester: str
+    channel: str | None = None
+    thread_ts: str | None = None
+    opened_from: str | None = None  # cli:<os user> from the CLI: that OS user may not decide the case
+
+
+@dataclass(frozen=True)
+class ShowCase:
+    case_id: str
+
+
+@dataclass(frozen=True)
+class ListNotes:
+    pass
+
+
+@dataclass(frozen=True)
+class ShowNote:
+    credit_note_id: str
+    viewer: str
+
+
+@dataclass(frozen=True)
+class Decide:
+    credit_note_id: str
+    approver: str
+    decision: str  # approve | reject | cancel
+    comment: str = ""
+    approver_is_bot: bool = False
+    source: str | None = (
+        None  # slack:<team id> or cli:<os user> (approvals.source); the CLI's door is checked
+    )
+
+
+Request = OpenCase | ShowCase | ListNotes | ShowNote | Decide
+
+
+def check_customer_id(value: str) -> str:
+    value = value.strip().upper()
+    if not CUSTOMER_ID.match(value):
+        raise OperationError(f"{value!r} is not a customer id (like C-0007)")
+    return value
+
+
+def check_credit_note_id(value: str) -> str:
+    value = value.strip().upper()
+    if not CREDIT_NOTE_ID.match(value):
+        raise OperationError(f"{value!r} is not a credit note id (like CN-0001)")
+    return value
+
+
+def check_case_id(value: str) -> str:
+    value = value.strip().upper()
+    if not CASE_ID.match(value):
+        raise OperationError(f"{value!r} is not a case id (like CASE-0001)")
+    return value
+
 
 USAGE = {
     "help": "/billsleuth help",

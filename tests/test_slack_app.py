@@ -16,8 +16,8 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.signature import SignatureVerifier
 
-from bot.app import (
-    BackgroundWork,
+from bot.runtime import BackgroundWork
+from bot.server import (
     BillSleuthApp,
     HttpServer,
     create_app,
@@ -324,7 +324,7 @@ async def test_background_work_logs_failures_and_cancels_what_outlives_the_drain
             cancelled.set()
             raise
 
-    with caplog.at_level(logging.ERROR, logger="bot.app"):
+    with caplog.at_level(logging.ERROR, logger="bot.runtime"):
         work.start(fails(), name="case CASE-0001")
         work.start(hangs(), name="case CASE-0002")
         await asyncio.sleep(0.05)

@@ -16,7 +16,7 @@ from urllib.parse import parse_qs
 import pytest
 from slack_bolt.async_app import AsyncApp
 
-from bot.app import HttpServer, create_app, start_http
+from bot.server import HttpServer, create_app, start_http
 from bot.cards import (
     APPROVE_ACTION_ID,
     INVESTIGATE_SHORTCUT_CALLBACK_ID,

@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     from agent.configuration import Configuration, ConfigurationError
     from approvals.config import ApprovalSettings, SettingsError
     from bot.config import SlackConfigError, SlackSettings
-    from bot.runtime import prepare_database, run_bot
+    from bot.server import prepare_database, run_bot
     from engine.db import database_url
 
     if args.port is not None and not 0 <= args.port <= 65535:

@@ -98,7 +98,7 @@ def render_case(case: dict[str, Any]) -> str:
 
 def build(make: Callable[[], object]) -> object:
     """A request from the grammar the slash command shares; its one-line complaint becomes the CLI's."""
-    from bot.operations import OperationError
+    from bot.grammar import OperationError
 
     try:
         return make()
@@ -124,7 +124,7 @@ def run_show_case(args: argparse.Namespace) -> int:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from bot.operations import ListNotes
+    from bot.grammar import ListNotes
 
     def render(result: Any) -> str:
         notes = result.payload["credit_notes"]

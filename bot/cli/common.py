@@ -74,14 +74,15 @@ def warn_policy_differences(differences: Sequence[Any]) -> None:
 
 
 def run_operation(request: object, *, as_json: bool, render: object = None) -> int:
-    """Run one bot.operations request against the ready database and print its result."""
+    """Run one bot.grammar request against the ready database and print its result."""
     import asyncio
 
     from agent.cases import COMMAND, case_service
     from agent.checkpoint import setup_checkpointer
     from agent.configuration import ConfigurationError
     from approvals.config import SettingsError
-    from bot.operations import OperationError, execute
+    from bot.flows.operations import execute
+    from bot.grammar import OperationError
 
     url = ready_database()
 

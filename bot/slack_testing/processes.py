@@ -12,7 +12,7 @@ from typing import Any
 
 import aiohttp
 
-from bot.app import HEALTH_PATH
+from bot.server import HEALTH_PATH
 
 
 def free_port() -> int:

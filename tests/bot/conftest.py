@@ -9,7 +9,7 @@ import pytest
 
 from agent.checkpoint import setup_checkpointer
 from agent.configuration import Configuration
-from bot.runtime import RunningBot, running_bot
+from bot.server import RunningBot, running_bot
 from bot.slack_testing import SignedClient, SlackRecorder
 from tests.bot.helpers import SECRET, approval_settings
 

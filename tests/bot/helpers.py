@@ -21,7 +21,7 @@ from sqlalchemy import func, select
 
 from approvals.config import ApprovalSettings
 from bot.cards.limits import CARD_BLOCKS_JSON_BUDGET, block_problems, view_problems
-from bot.runtime import RunningBot
+from bot.server import RunningBot
 from bot.slack_testing import SignedClient, SlackRecorder, StoredMessage
 from bot.slack_testing import payloads as p
 from bot.slack_testing.processes import free_port

@@ -21,7 +21,7 @@ from bot.cards.investigate_modal import (
     WORDS_BLOCK_ID,
 )
 from bot.config import SlackConfigError
-from bot.runtime import RunningBot, running_bot
+from bot.server import RunningBot, running_bot
 from bot.slack_testing import SignedClient, SlackRecorder
 from bot.slack_testing import payloads as p
 from engine import schema

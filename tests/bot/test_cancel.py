@@ -19,8 +19,8 @@ from bot.cards import (
     REJECT_REASON_ACTION_ID,
     REJECT_REASON_BLOCK_ID,
 )
-from bot.case_messages import show_case_result
-from bot.runtime import RunningBot, running_bot
+from bot.flows.show import show_case_result
+from bot.server import RunningBot, running_bot
 from bot.slack_testing import SignedClient, SlackRecorder
 from bot.slack_testing import payloads as p
 from engine import schema

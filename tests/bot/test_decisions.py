@@ -21,8 +21,8 @@ from bot.cards import (
     REJECT_REASON_BLOCK_ID,
 )
 from bot.cards.models import RejectModalMetadata
-from bot.decisions import expire_overdue_and_update
-from bot.runtime import RunningBot, running_bot
+from bot.flows.chores import sweep
+from bot.server import RunningBot, running_bot
 from bot.slack_testing import EphemeralMessage, SignedClient, SlackRecorder
 from bot.slack_testing import payloads as p
 from engine import schema
@@ -320,13 +320,13 @@ async def test_an_approval_past_the_daily_limit_shows_held_and_the_sweep_issues_
         assert buttons(held) == ["Cancel"]  # nothing to vote on; it can only be ended
         assert "held: issuing it today would pass the daily credit limit" in all_text(held.blocks)
         assert_valid_blocks(held.blocks)
-        assert await expire_overdue_and_update(first.runtime) == []
+        assert await sweep(first.runtime) == []
         assert customer_replies(slack, opened) == []  # nothing is promised while it is held
     # The limit is raised (a new value, a restarted bot): the next sweep issues it and tells the thread.
     async with running_bot(
         ready_db_url, settings, approval_settings=approval_settings(), **options
     ) as second:
-        await expire_overdue_and_update(second.runtime)
+        await sweep(second.runtime)
     card = card_of(slack, opened)
     assert "Issued" in all_text(card.blocks) and "held" not in all_text(card.blocks)
     (reply,) = customer_replies(slack, opened)
@@ -346,7 +346,7 @@ async def test_an_overdue_draft_expires_its_card_and_the_reply_is_rewritten(
         await conn.execute(
             update(schema.credit_notes).values(expires_at=datetime.now(UTC) - timedelta(minutes=1))
         )
-    assert await expire_overdue_and_update(bot.runtime) == [opened.credit_note_id]
+    assert await sweep(bot.runtime) == [opened.credit_note_id]
     card = card_of(slack, opened)
     assert buttons(card) == [] and "Expired" in all_text(card.blocks)
     (reply,) = customer_replies(slack, opened)

@@ -17,8 +17,8 @@ from sqlalchemy import insert, select
 from agent.configuration import Configuration
 from approvals import decisions
 from bot.cards import APPROVE_ACTION_ID
-from bot.progress import Pacer
-from bot.runtime import run_bot, running_bot
+from bot.runtime import Pacer
+from bot.server import run_bot, running_bot
 from bot.slack_testing import SignedClient, SlackRecorder
 from bot.slack_testing import payloads as p
 from bot.slack_testing.processes import wait_until_serving

@@ -15,7 +15,7 @@ from bot.cards.investigate_modal import (
     WORDS_ACTION_ID,
     WORDS_BLOCK_ID,
 )
-from bot.runtime import RunningBot
+from bot.server import RunningBot
 from bot.slack_testing import SignedClient, SlackRecorder
 from bot.slack_testing import payloads as p
 from engine import schema

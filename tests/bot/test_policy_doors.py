@@ -16,8 +16,8 @@ from sqlalchemy import select
 from agent.configuration import Configuration
 from approvals.config import ApprovalSettings
 from bot.cards import APPROVE_ACTION_ID
-from bot.case_messages import settle_card
-from bot.runtime import RunningBot, running_bot
+from bot.flows.show import settle_card
+from bot.server import RunningBot, running_bot
 from bot.slack_testing import SignedClient, SlackRecorder
 from bot.slack_testing import payloads as p
 from engine import schema

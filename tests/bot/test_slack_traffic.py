@@ -4,7 +4,7 @@ must still be acknowledged with 200 (anything else counts as a failed delivery: 
 
 from __future__ import annotations
 
-from bot.runtime import RunningBot
+from bot.server import RunningBot
 from bot.slack_testing import SignedClient, SlackRecorder
 from bot.slack_testing import payloads as p
 from engine import schema

@@ -9,8 +9,8 @@ import pytest
 from approvals.models import Rule
 from bot.cards import APPROVE_ACTION_ID
 from bot.grammar import HELP_TEXT, Help, parse_command, parse_mention
-from bot.operations import Decide, ListNotes, OpenCase, OperationError, ShowNote
-from bot.runtime import RunningBot
+from bot.grammar import Decide, ListNotes, OpenCase, OperationError, ShowNote
+from bot.server import RunningBot
 from bot.slack_testing import SignedClient, SlackRecorder
 from bot.slack_testing import payloads as p
 from engine import schema

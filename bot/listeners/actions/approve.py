@@ -6,9 +6,8 @@ from typing import Any
 
 from slack_bolt.context.async_context import AsyncBoltContext
 
-from bot.decisions import Click, decide, tell
-from bot.home import publish_home
-from bot.runtime import BotRuntime, runtime_of
+from bot.flows.decide import Click, approve
+from bot.runtime import runtime_of
 
 
 async def approve_clicked(
@@ -18,26 +17,3 @@ async def approve_clicked(
     runtime = runtime_of(context)
     click = Click.from_payload(body, action)
     runtime.start(approve(runtime, click), name=f"approve {click.credit_note_id} by {click.user_id}")
-
-
-async def approve(runtime: BotRuntime, click: Click) -> None:
-    report = await decide(
-        runtime,
-        click.credit_note_id,
-        user_id=click.user_id,
-        decision="approve",
-        seen_revision=click.revision,
-        source=click.source,
-        from_a_bot=click.from_a_bot,
-    )
-    if report.notice is not None:
-        await tell(
-            runtime,
-            click.user_id,
-            report.notice,
-            channel=click.channel,
-            thread_ts=click.thread_ts,
-            credit_note_id=click.credit_note_id,
-        )
-    if click.in_home:
-        await publish_home(runtime, click.user_id)

@@ -6,17 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from slack_bolt.context.async_context import AsyncBoltContext
-from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.listeners.actions.reject import ask_for_reason
+from bot.flows.decide import Click, ask_for_reason
+from bot.runtime import runtime_of
 
 
 async def cancel_clicked(
-    ack: Any,
-    body: dict[str, Any],
-    action: dict[str, Any],
-    client: AsyncWebClient,
-    context: AsyncBoltContext,
+    ack: Any, body: dict[str, Any], action: dict[str, Any], context: AsyncBoltContext
 ) -> None:
     await ack()
-    await ask_for_reason("cancel", body, action, client, context)
+    await ask_for_reason(runtime_of(context), "cancel", Click.from_payload(body, action))

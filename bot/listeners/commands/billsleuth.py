@@ -10,11 +10,10 @@ from slack_bolt.context.async_context import AsyncBoltContext
 from slack_bolt.request.async_request import AsyncBoltRequest
 
 from bot.access import delivery_key
-from bot.decisions import slack_source
-from bot.grammar import HELP_TEXT, Help, parse_command
-from bot.operations import OperationError
+from bot.flows.decide import slack_source
+from bot.flows.slash import run_command
+from bot.grammar import HELP_TEXT, Help, OperationError, parse_command
 from bot.runtime import runtime_of
-from bot.slash import run_command
 
 
 async def billsleuth_command(

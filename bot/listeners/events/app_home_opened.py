@@ -6,7 +6,7 @@ from typing import Any
 
 from slack_bolt.context.async_context import AsyncBoltContext
 
-from bot.home import publish_home
+from bot.flows.home import publish_home
 from bot.runtime import runtime_of
 
 

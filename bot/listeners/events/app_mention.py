@@ -3,7 +3,7 @@ investigated as background work. Messages from bots (this one included) never st
 
 A person's mention may come with a subtype: `thread_broadcast` (a thread reply "also sent to the channel")
 or `file_share` (a file attached); those are read like plain mentions. An edit of the message arrives as
-the app_mention again, with an `edited` field and the same `ts`: `handle_mention` opens no second case."""
+the app_mention again, with an `edited` field and the same `ts`: the flow opens no second case."""
 
 from __future__ import annotations
 
@@ -11,11 +11,8 @@ from typing import Any
 
 from slack_bolt.context.async_context import AsyncBoltContext
 
-from approvals.models import Rule
-from bot.access import NOT_ALLOWED_TO_OPEN
-from bot.decisions import refusal, tell
-from bot.investigations import handle_mention
-from bot.runtime import BotRuntime, runtime_of
+from bot.flows.investigate import on_mention
+from bot.runtime import runtime_of
 
 # Subtypes of messages a person typed; anything else (bot_message, message_changed, …) is not a request.
 PERSON_SUBTYPES = frozenset({"thread_broadcast", "file_share"})
@@ -26,18 +23,7 @@ async def app_mention(event: dict[str, Any], body: dict[str, Any], context: Asyn
         return
     runtime = runtime_of(context)
     event_id = str(body.get("event_id") or f"{event.get('channel')}:{event.get('ts')}")
-    if not runtime.may_open_cases(str(event["user"])):
-        runtime.start(refuse_to_open(runtime, event, event_id), name=f"refuse mention {event_id}")
-        return
-    runtime.start(handle_mention(runtime, event, event_id, context.bot_user_id), name=f"mention {event_id}")
-
-
-async def refuse_to_open(runtime: BotRuntime, event: dict[str, Any], event_id: str) -> None:
-    """Politely, to the person alone, in the mention's thread; once, however often Slack retries."""
-    if await runtime.claim(event_id):
-        thread_ts = str(event.get("thread_ts") or event["ts"])
-        message = refusal(Rule.NOT_ALLOWED_TO_OPEN, NOT_ALLOWED_TO_OPEN)
-        await tell(runtime, str(event["user"]), message, channel=str(event["channel"]), thread_ts=thread_ts)
+    runtime.start(on_mention(runtime, event, event_id, context.bot_user_id), name=f"mention {event_id}")
 
 
 def _from_a_person(event: dict[str, Any], bot_user_id: str | None) -> bool:

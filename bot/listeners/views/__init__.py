@@ -6,7 +6,7 @@ from slack_bolt.async_app import AsyncApp
 
 from bot.cards import CANCEL_MODAL_CALLBACK_ID, INVESTIGATE_MODAL_CALLBACK_ID, REJECT_MODAL_CALLBACK_ID
 from bot.listeners.views.investigate_submitted import investigate_submitted
-from bot.listeners.views.reject_reason import reason_submitted
+from bot.listeners.views.reason_submitted import reason_submitted
 
 
 def register(app: AsyncApp) -> None:

@@ -7,11 +7,9 @@ first, so a retried event, or one delivered to two bot processes, opens one case
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from datetime import timedelta
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
@@ -20,18 +18,27 @@ from agent.cases import CaseNotFound, CaseService
 from agent.intake import parse_complaint
 from agent.prompts import ask_for_customer
 from agent.state import UNFINISHED
-from bot.cards import progress_message
+from approvals.models import Rule
+from bot import store
+from bot.access import NOT_ALLOWED_TO_OPEN
+from bot.cards import (
+    InvestigateMetadata,
+    investigate_modal,
+    progress_message,
+    read_investigate_submission,
+)
+from bot.cards.investigate_modal import CUSTOMER_BLOCK_ID, WORDS_BLOCK_ID
 from bot.cards.models import ProgressView
-from bot.case_messages import redraw_behind, show_case_result
-from bot.grammar import parse_mention
-from bot.presenters import stopped_message
-from bot.progress import LiveProgress
-from bot.runtime import EVENT_SEEN, MESSAGE_SEEN, BotRuntime, CaseRequest
+from bot.flows.notify import refusal, tell
+from bot.flows.progress import LiveProgress
+from bot.flows.show import show_case_result
+from bot.grammar import OperationError, check_customer_id, parse_mention
+from bot.presenters import customer_exists, stopped_message
+from bot.runtime import BotRuntime
+from bot.store import CaseRequest, ClaimOutcome
 from engine.db import is_connection_error, wait_until_reachable
 
 log = logging.getLogger(__name__)
-
-RECOVERY_RETRIES = (0.5, 1.0, 2.0, 4.0)  # seconds between start-up rounds for cases still locked
 
 ASK_FOR_WORDS = (
     "What did the customer write? Mention me with their id and their words: `C-0007 <their words>`."
@@ -43,6 +50,84 @@ ALREADY_INVESTIGATING = (
 )
 
 
+async def on_mention(
+    runtime: BotRuntime, event: Mapping[str, Any], event_id: str, bot_user_id: str | None
+) -> None:
+    """A person mentioned the bot: open a case, or tell them (alone) that they may not."""
+    if runtime.may_open_cases(str(event["user"])):
+        await handle_mention(runtime, event, event_id, bot_user_id)
+    else:
+        await refuse_to_open(runtime, event, event_id)
+
+
+async def refuse_to_open(runtime: BotRuntime, event: Mapping[str, Any], event_id: str) -> None:
+    """Politely, to the person alone, in the mention's thread; once, however often Slack retries."""
+    if await store.claim(runtime.engine, event_id):
+        thread_ts = str(event.get("thread_ts") or event["ts"])
+        await tell_not_allowed_to_open(runtime, str(event["user"]), str(event["channel"]), thread_ts)
+
+
+async def tell_not_allowed_to_open(
+    runtime: BotRuntime, user_id: str, channel: str, thread_ts: str | None
+) -> None:
+    message = refusal(Rule.NOT_ALLOWED_TO_OPEN, NOT_ALLOWED_TO_OPEN)
+    await tell(runtime, user_id, message, channel=channel, thread_ts=thread_ts)
+
+
+# ---- the "Investigate billing" shortcut and its modal --------------------------------------------------
+
+
+async def offer_investigation(
+    runtime: BotRuntime,
+    user_id: str,
+    message: Mapping[str, Any],
+    meta: InvestigateMetadata,
+    *,
+    trigger_id: str,
+    bot_user_id: str | None,
+) -> None:
+    """The shortcut was run on a message: open the confirm modal at once (the trigger_id lives three
+    seconds), pre-filled with the customer id the message names, if any, and its words — or, for someone
+    who may not open cases, no modal but a word to them alone."""
+    if not runtime.may_open_cases(user_id):
+        runtime.start(
+            tell_not_allowed_to_open(runtime, user_id, meta.channel, meta.thread_ts or None),
+            name=f"refuse shortcut by {user_id}",
+        )
+        return
+    found = parse_mention(str(message.get("text") or ""), bot_user_id)
+    view = investigate_modal(meta, customer_id=found.customer_id, words=found.words)
+    await runtime.client.views_open(trigger_id=trigger_id, view=view)
+
+
+async def read_submission(
+    runtime: BotRuntime, user_id: str, view: Mapping[str, Any]
+) -> tuple[CaseRequest | None, dict[str, str]]:
+    """The investigate modal as submitted: the case to open, or the field errors to show in the modal (a
+    bad or unknown customer id, no words, someone who may not open cases, a form out of date)."""
+    if not runtime.may_open_cases(user_id):
+        return None, {CUSTOMER_BLOCK_ID: NOT_ALLOWED_TO_OPEN}
+    try:
+        meta, typed_id, words = read_investigate_submission(view)
+    except ValueError:
+        return None, {CUSTOMER_BLOCK_ID: "This form is out of date."}
+    errors: dict[str, str] = {}
+    customer_id = ""
+    try:
+        customer_id = check_customer_id(typed_id) if typed_id else ""
+        if not customer_id:
+            errors[CUSTOMER_BLOCK_ID] = "Which customer? Give their id, like C-0007."
+        elif not await customer_exists(runtime.engine, customer_id):
+            errors[CUSTOMER_BLOCK_ID] = f"There is no customer {customer_id} in the ledger."
+    except OperationError as error:
+        errors[CUSTOMER_BLOCK_ID] = str(error)
+    if not words:
+        errors[WORDS_BLOCK_ID] = "Say what the customer wrote."
+    if errors:
+        return None, errors
+    return CaseRequest(customer_id, words, user_id, meta.channel, meta.thread_ts), {}
+
+
 async def handle_mention(
     runtime: BotRuntime, event: Mapping[str, Any], event_id: str, bot_user_id: str | None
 ) -> dict[str, Any] | None:
@@ -52,7 +137,7 @@ async def handle_mention(
     thread_ts = str(event.get("thread_ts") or event["ts"])
     mention = parse_mention(str(event.get("text") or ""), bot_user_id)
     if mention.customer_id is None or not mention.words:
-        if not await runtime.claim(event_id):
+        if not await store.claim(runtime.engine, event_id):
             log.info("event %s was already handled; ignoring this delivery", event_id)
             return None
         language = parse_complaint(mention.words).language
@@ -62,14 +147,14 @@ async def handle_mention(
     request = CaseRequest(mention.customer_id, mention.words, user, channel, thread_ts)
     # The message is claimed only once a case is to be opened, so a mention edited to add the missing
     # customer id still opens one.
-    claim = await runtime.claim_case(event_id, f"mention:{channel}:{event['ts']}", request)
-    if claim.outcome == MESSAGE_SEEN:
+    claim = await store.claim_case(runtime.service, event_id, f"mention:{channel}:{event['ts']}", request)
+    if claim.outcome == ClaimOutcome.MESSAGE_SEEN:
         log.info("message %s:%s already has a case; ignoring its edit", channel, event["ts"])
         await runtime.client.chat_postMessage(
             channel=channel, thread_ts=thread_ts, text=ALREADY_INVESTIGATING
         )
         return None
-    if claim.outcome == EVENT_SEEN:
+    if claim.outcome == ClaimOutcome.EVENT_SEEN:
         log.info("event %s was delivered again", event_id)
         return await resume_unfinished(runtime, claim.case_id) if claim.case_id else None
     assert claim.case_id is not None
@@ -86,7 +171,7 @@ async def investigate(
     message cannot be posted (the bot is not in the channel): the case is then escalated with that
     reason. Returns the case JSON, or None when the run failed or another run took the case up."""
     service, client = runtime.service, runtime.client
-    case_id = case_id or await runtime.new_case(request)
+    case_id = case_id or await store.new_case(service, request)
     live_view = progress_message(_first_view(case_id, request))
     try:
         posted = await client.chat_postMessage(
@@ -97,7 +182,7 @@ async def investigate(
         raise
     ts = str(posted["ts"])
     thread_ts = request.thread_ts or ts
-    await runtime.record_message(case_id, request.channel, ts, thread_ts)
+    await store.record_message(runtime.engine, case_id, request.channel, ts, thread_ts)
     live = LiveProgress(
         client,
         pacer=runtime.progress_pacer,
@@ -136,6 +221,13 @@ async def investigate(
     return case
 
 
+async def investigate_once(runtime: BotRuntime, request: CaseRequest, delivery_key: str) -> None:
+    """A case from a signed delivery with no event id (the shortcut's modal): a replay of the same
+    delivery is claimed already and opens no second case."""
+    if await store.claim(runtime.engine, delivery_key):
+        await investigate(runtime, request)
+
+
 async def resume_unfinished(runtime: BotRuntime, case_id: str) -> dict[str, Any] | None:
     """A redelivered event whose case a stop left queued or investigating: run it to its end here and draw
     it (unless a live process is running it right now)."""
@@ -170,37 +262,3 @@ async def _retrying_once_on_a_lost_connection(
 
 def _first_view(case_id: str, request: CaseRequest) -> ProgressView:
     return ProgressView(case_id, request.customer_id, request.requester)
-
-
-async def recover_interrupted(runtime: BotRuntime, *, idle_for: timedelta | None = None) -> list[str]:
-    """Finish the investigations a stop interrupted (queued or investigating), deliver decisions not yet
-    applied, and show their results in their threads. One bot process does it; the others skip it.
-
-    At start-up (`idle_for` None) every unfinished case is taken up, and those still locked are tried
-    again for a few seconds: a killed process's database sessions may hold their case locks a moment
-    after it died. The periodic sweep passes `idle_for` and takes up only cases left idle that long."""
-    recovered = await _recover_once(runtime, idle_for)
-    for delay in RECOVERY_RETRIES if idle_for is None else ():
-        if not await runtime.service.unfinished_cases():
-            break
-        await asyncio.sleep(delay)
-        recovered += await _recover_once(runtime, None)
-    if recovered:
-        log.info("recovered %d interrupted case(s): %s", len(recovered), ", ".join(recovered))
-    redrawn = await redraw_behind(runtime)
-    if redrawn:
-        log.info("redrew %d case(s) Slack was behind on: %s", len(redrawn), ", ".join(redrawn))
-    return recovered
-
-
-async def _recover_once(runtime: BotRuntime, idle_for: timedelta | None) -> list[str]:
-    async with runtime.leading("billsleuth:recover") as leader:
-        if not leader:
-            return []
-        recovered = await runtime.service.recover(idle_for=idle_for)
-    for case_id in recovered:
-        try:
-            await show_case_result(runtime, await runtime.service.show_case(case_id))
-        except Exception:
-            log.exception("could not show the recovered case %s in Slack", case_id)
-    return recovered

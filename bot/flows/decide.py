@@ -18,11 +18,13 @@ from typing import Any
 from agent.cases import CaseNotFound
 from approvals import queries
 from approvals.models import SLACK_SOURCE, DecisionOutcome, Refused, Rule, UnknownCreditNote
-from bot.cards import already_decided_message, parse_block_id, refusal_message, stale_card_message
-from bot.cards.models import Message, Refusal
-from bot.case_messages import settle_card
+from bot.cards import already_decided_message, parse_block_id, reason_modal, stale_card_message
+from bot.cards.models import Message, RejectModalMetadata
+from bot.flows.home import publish_home
+from bot.flows.notify import refusal, tell
+from bot.flows.show import settle_card
 from bot.identity import sent_by_a_bot
-from bot.presenters import card_revision
+from bot.presenters import card_revision, customer_of_invoice, note_model
 from bot.runtime import BotRuntime
 
 log = logging.getLogger(__name__)
@@ -91,10 +93,6 @@ def team_of(body: Mapping[str, Any]) -> str | None:
 def slack_source(team_id: str | None) -> str:
     """A Slack vote's approvals.source: `slack:<team id>`."""
     return f"{SLACK_SOURCE}{team_id or 'unknown'}"
-
-
-def refusal(rule: str, reason: str) -> Message:
-    return refusal_message(Refusal(rule, reason))
 
 
 async def precheck(
@@ -170,57 +168,82 @@ async def settle_expired(runtime: BotRuntime, credit_note_id: str) -> None:
     await settle_card(runtime, credit_note_id)
 
 
-async def expire_overdue_and_update(runtime: BotRuntime) -> list[str]:
-    """The periodic sweep: expire overdue drafts (their cases rewrite the reply), resume the cases whose
-    notes were settled meanwhile (an approved note the daily credit limit held back is issued once there is
-    room) and cancel notes held too long; then redraw their cards and post the customer replies. Returns
-    the expired notes."""
-    swept = await runtime.service.sweep()
-    touched = [*swept.expired, *swept.cancelled]
-    for case_id in swept.settled:
-        note = await queries.credit_note_for_case(runtime.engine, case_id)
-        if note is not None and note.id not in touched:
-            touched.append(note.id)
-    for credit_note_id in touched:
-        try:
-            await settle_card(runtime, credit_note_id)
-        except Exception:
-            log.exception("could not update the card of %s after the sweep", credit_note_id)
-    pruned = await runtime.service.prune_finished()
-    if pruned:
-        log.info("deleted the checkpoints of %d finished case(s)", len(pruned))
-    return swept.expired
+# ---- the doors: a click, a reason typed in the modal -------------------------------------------------------
 
 
-async def tell(
+async def approve(runtime: BotRuntime, click: Click) -> None:
+    """An Approve click: vote as the clicking user (the id in the signed payload, nothing else)."""
+    report = await decide(
+        runtime,
+        click.credit_note_id,
+        user_id=click.user_id,
+        decision="approve",
+        seen_revision=click.revision,
+        source=click.source,
+        from_a_bot=click.from_a_bot,
+    )
+    if report.notice is not None:
+        await _tell_clicker(runtime, click, report.notice)
+    if click.in_home:
+        await publish_home(runtime, click.user_id)
+
+
+async def ask_for_reason(runtime: BotRuntime, decision: str, click: Click) -> None:
+    """Reject or Cancel clicked: open the reason modal for `decision` at once — the click's trigger_id
+    lives three seconds, so this runs in the listener itself, after only two quick reads (is the note
+    still open? its currency) — or, when the click can change nothing (the note moved on, the card is
+    stale), tell the clicker why instead."""
+    stop = await precheck(runtime, click.credit_note_id, click.revision, decision)
+    if stop is not None:
+        runtime.start(_tell_clicker(runtime, click, stop), name=f"tell {click.user_id}")
+        return
+    note = await queries.get_credit_note(runtime.engine, click.credit_note_id)
+    currency = (await customer_of_invoice(runtime.engine, note.invoice_id)).currency
+    meta = RejectModalMetadata(
+        channel=click.channel or "",
+        message_ts=click.message_ts or "",
+        credit_note_id=note.id,
+        revision=card_revision(note) if click.revision is None else click.revision,
+    )
+    view = reason_modal(decision, meta, note_model(note), currency)
+    await runtime.client.views_open(trigger_id=click.trigger_id, view=view)
+
+
+async def decide_with_reason(
     runtime: BotRuntime,
+    meta: RejectModalMetadata,
     user_id: str,
-    message: Message,
+    decision: str,
+    reason: str,
+    source: str | None = None,
     *,
-    channel: str | None,
-    thread_ts: str | None = None,
-    credit_note_id: str | None = None,
-) -> bool:
-    """An ephemeral message for one person, in the channel they clicked in — or, for a click in App
-    Home, in the channel of the note's card. False when there is nowhere to say it."""
-    if not channel and credit_note_id:
-        channel, thread_ts = await _card_channel(runtime, credit_note_id)
-    if not channel:
-        log.warning("no channel to tell %s: %s", user_id, message.text)
-        return False
-    kwargs: dict[str, Any] = {"channel": channel, "user": user_id, **message.as_kwargs()}
-    if thread_ts:
-        kwargs["thread_ts"] = thread_ts
-    await runtime.client.chat_postEphemeral(**kwargs)
-    return True
+    from_a_bot: bool = False,
+) -> None:
+    """The reason modal submitted. The reason was typed against the card as it was when the button was
+    clicked: if the card moved on meanwhile (another vote), say so instead of deciding on what the person
+    did not see."""
+    report = await decide(
+        runtime,
+        meta.credit_note_id,
+        user_id=user_id,
+        decision=decision,
+        comment=reason,
+        seen_revision=meta.revision,
+        source=source,
+        from_a_bot=from_a_bot,
+    )
+    if report.notice is not None:
+        await tell(
+            runtime, user_id, report.notice, channel=meta.channel or None, credit_note_id=meta.credit_note_id
+        )
 
 
-async def _card_channel(runtime: BotRuntime, credit_note_id: str) -> tuple[str | None, str | None]:
-    try:
-        note = await queries.get_credit_note(runtime.engine, credit_note_id)
-        if note.case_id is None:
-            return None, None
-        row = await runtime.service.case_row(note.case_id)
-    except (UnknownCreditNote, CaseNotFound):
-        return None, None
-    return row.channel, row.thread_ts
+async def _tell_clicker(runtime: BotRuntime, click: Click, message: Message) -> None:
+    await tell(
+        runtime,
+        click.user_id,
+        message,
+        channel=click.channel,
+        thread_ts=click.thread_ts,
+        credit_note_id=click.credit_note_id,
+    )

@@ -13,23 +13,18 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agent.cases import CaseNotFound, case_row_in
-from agent.state import SETTLED, UNFINISHED, CaseStatus
+from agent.state import SETTLED, CaseStatus
 from approvals import queries
+from bot import store
 from bot.cards import customer_reply_message
 from bot.cards.models import Message, ProgressStep
 from bot.presenters import case_message, credit_note_card_message
 from bot.runtime import BotRuntime
-from engine import schema
 
 log = logging.getLogger(__name__)
-
-# A case drawn in one of these states never changes again (an escalated one may, while its note is
-# approved: it can still be cancelled).
-FINAL_STATES = (CaseStatus.EXPLAINED, CaseStatus.NEEDS_CUSTOMER, *SETTLED)
 
 
 async def put_case_message(
@@ -48,13 +43,13 @@ async def put_case_message(
         channel=row.channel, thread_ts=row.thread_ts, **message.as_kwargs()
     )
     ts = str(posted["ts"])
-    await runtime.record_message(case_id, row.channel, ts)
+    await store.record_message(runtime.engine, case_id, row.channel, ts)
     return ts
 
 
 async def refresh_card(runtime: BotRuntime, credit_note_id: str) -> bool:
     """Redraw the note's evidence card from the database as it stands now; False when it has no card."""
-    async with runtime.locked(f"billsleuth:card:{credit_note_id}") as conn:
+    async with runtime.locks.locked(f"billsleuth:card:{credit_note_id}") as conn:
         note = await queries.view_in(conn, credit_note_id)
         if note.case_id is None:
             return False
@@ -62,18 +57,8 @@ async def refresh_card(runtime: BotRuntime, credit_note_id: str) -> bool:
         message = await credit_note_card_message(runtime.service, credit_note_id, conn)
         if await put_case_message(runtime, note.case_id, message, conn) is None:
             return False
-        await mark_drawn(conn, note.case_id, drawn_state(status, note.summary()))
+        await store.mark_drawn(conn, note.case_id, store.drawn_state(status, note.summary()))
         return True
-
-
-def drawn_state(status: str, note: Mapping[str, Any] | None) -> str:
-    """What a case's Slack message shows, as one comparable string: the case's status and its note's."""
-    shown = f"{note['id']}:{note['status']}:{note['approvals']}" if note else "-"
-    return f"{status}|{shown}"
-
-
-async def mark_drawn(conn: AsyncConnection, case_id: str, state: str) -> None:
-    await conn.execute(update(schema.cases).where(schema.cases.c.id == case_id).values(drawn_state=state))
 
 
 async def show_case_result(
@@ -81,13 +66,13 @@ async def show_case_result(
 ) -> None:
     """The end (or pause) of an investigation, drawn in the case's message; then any settled reply."""
     note = case.get("credit_note")
-    if note is not None and case["status"] != "escalated":
+    if note is not None and case["status"] != CaseStatus.ESCALATED:
         await refresh_card(runtime, note["id"])
     else:
         message = await case_message(runtime.service, case, steps=steps, revision=revision)
         if await put_case_message(runtime, case["case_id"], message) is not None:
             async with runtime.engine.begin() as conn:
-                await mark_drawn(conn, case["case_id"], drawn_state(case["status"], note))
+                await store.mark_drawn(conn, case["case_id"], store.drawn_state(case["status"], note))
     if case["status"] in SETTLED:  # e.g. a recovered case whose decision was applied meanwhile
         await announce_outcome(runtime, case["case_id"])
 
@@ -104,7 +89,7 @@ async def announce_outcome(runtime: BotRuntime, case_id: str) -> bool:
     reply = (case.get("reply") or {}).get("customer_message") or ""
     if status not in SETTLED or note is None or not reply or not row.channel:
         return False
-    if not await runtime.claim(f"reply:{case_id}:{status}", case_id):
+    if not await store.claim(runtime.engine, store.reply_key(case_id, status), case_id):
         return False
     message = customer_reply_message(case_id, note["id"], status, reply)
     await runtime.client.chat_postMessage(
@@ -127,9 +112,9 @@ async def redraw_behind(runtime: BotRuntime) -> list[str]:
     and its redraw (a card still saying Investigating…, or waiting for approval after its note was
     issued) — and post the customer replies still owed. Returns the cases drawn."""
     drawn = []
-    for case_id, state in await _maybe_behind(runtime):
+    for case_id, state in await store.maybe_behind(runtime.engine):
         case = await runtime.service.show_case(case_id)
-        if drawn_state(case["status"], case.get("credit_note")) == state and not await _reply_owed(
+        if store.drawn_state(case["status"], case.get("credit_note")) == state and not await _reply_owed(
             runtime, case
         ):
             continue
@@ -141,37 +126,7 @@ async def redraw_behind(runtime: BotRuntime) -> list[str]:
     return drawn
 
 
-async def _maybe_behind(runtime: BotRuntime) -> list[tuple[str, str | None]]:
-    """Cases with a Slack message that may be behind: never drawn, drawn in a state that can still change,
-    or settled with no customer reply claimed. A case drawn in a final state is never read again."""
-    cases, events = schema.cases.c, schema.slack_events.c
-    final = or_(*(cases.drawn_state.like(f"{status}|%") for status in FINAL_STATES)) | (
-        cases.drawn_state.like("escalated|%") & ~cases.drawn_state.like("%:approved:%")
-    )
-    reply_claimed = (
-        select(events.event_id)
-        .where(events.event_id == func.concat("reply:", cases.id, ":", cases.status))
-        .exists()
-    )
-    query = (
-        select(cases.id, cases.drawn_state)
-        .where(
-            cases.channel.is_not(None),
-            cases.status.not_in(UNFINISHED),
-            cases.drawn_state.is_(None) | ~final | (cases.status.in_(SETTLED) & ~reply_claimed),
-        )
-        .order_by(cases.created_at, cases.id)
-    )
-    async with runtime.engine.connect() as conn:
-        return [(row.id, row.drawn_state) for row in await conn.execute(query)]
-
-
 async def _reply_owed(runtime: BotRuntime, case: Mapping[str, Any]) -> bool:
     if case["status"] not in SETTLED or not (case.get("reply") or {}).get("customer_message"):
         return False
-    async with runtime.engine.connect() as conn:
-        key = f"reply:{case['case_id']}:{case['status']}"
-        found = await conn.execute(
-            select(schema.slack_events.c.event_id).where(schema.slack_events.c.event_id == key)
-        )
-        return found.first() is None
+    return not await store.is_claimed(runtime.engine, store.reply_key(case["case_id"], case["status"]))

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,26 +21,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.cards import progress_message
 from bot.cards.models import ProgressStep, ProgressView
 from bot.presenters import progress_step
+from bot.runtime import Pacer
 
 log = logging.getLogger(__name__)
-
-
-class Pacer:
-    """At most `rate` permits a second, taken without waiting (None: no limit). A progress update that
-    finds no permit is simply folded into the next one."""
-
-    def __init__(self, rate: float | None) -> None:
-        if rate is not None and rate <= 0:
-            raise ValueError("a rate must be above zero (or None for no limit)")
-        self.gap = 0.0 if rate is None else 1.0 / rate
-        self._next = 0.0
-
-    def try_take(self) -> bool:
-        now = time.monotonic()
-        if now < self._next:
-            return False
-        self._next = now + self.gap
-        return True
 
 
 class LiveProgress:

@@ -1,12 +1,12 @@
 """The operations people run from the CLI and the /billsleuth slash command, in one place.
 
-Both front ends parse their words into the same request objects and run them here, so a rule (who may
-approve, what a reject needs) is enforced identically wherever the click or keystroke came from.
+Both front ends parse their words into the same request objects (bot/grammar.py) and run them here, so a
+rule (who may approve, what a reject needs) is enforced identically wherever the click or keystroke came
+from.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,63 +16,20 @@ from agent.cases import CaseNotFound, CaseService
 from agent.tools import ToolContext, check_json, recompute
 from approvals import queries
 from approvals.models import CreditNoteView, Refused, UnknownCreditNote
+from bot.grammar import (
+    Decide,
+    ListNotes,
+    OpenCase,
+    OperationError,
+    Request,
+    ShowCase,
+    ShowNote,
+    check_case_id,
+    check_credit_note_id,
+    check_customer_id,
+)
 from engine import schema
 from engine.money import fmt_amount
-
-CUSTOMER_ID = re.compile(r"^C-\d{4,6}$")
-CREDIT_NOTE_ID = re.compile(r"^CN-\d{4,}$")
-CASE_ID = re.compile(r"^CASE-\d{4,}$")
-# A vote on a draft (approve, reject), or the end of an approved note that was never issued (cancel).
-DECISIONS = ("approve", "reject", "cancel")
-
-
-class OperationError(Exception):
-    """A request that cannot be carried out: bad input or a refused rule. One line; exit code non-zero."""
-
-    def __init__(self, message: str, rule: str | None = None) -> None:
-        super().__init__(message)
-        self.rule = rule
-
-
-@dataclass(frozen=True)
-class OpenCase:
-    customer_id: str | None
-    message: str
-    requester: str
-    channel: str | None = None
-    thread_ts: str | None = None
-    opened_from: str | None = None  # cli:<os user> from the CLI: that OS user may not decide the case
-
-
-@dataclass(frozen=True)
-class ShowCase:
-    case_id: str
-
-
-@dataclass(frozen=True)
-class ListNotes:
-    pass
-
-
-@dataclass(frozen=True)
-class ShowNote:
-    credit_note_id: str
-    viewer: str
-
-
-@dataclass(frozen=True)
-class Decide:
-    credit_note_id: str
-    approver: str
-    decision: str  # approve | reject | cancel
-    comment: str = ""
-    approver_is_bot: bool = False
-    source: str | None = (
-        None  # slack:<team id> or cli:<os user> (approvals.source); the CLI's door is checked
-    )
-
-
-Request = OpenCase | ShowCase | ListNotes | ShowNote | Decide
 
 
 @dataclass
@@ -80,27 +37,6 @@ class Result:
     payload: dict[str, Any]
     message: str  # one line for people ("CN-0001 approved (1 of 2)")
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-def check_customer_id(value: str) -> str:
-    value = value.strip().upper()
-    if not CUSTOMER_ID.match(value):
-        raise OperationError(f"{value!r} is not a customer id (like C-0007)")
-    return value
-
-
-def check_credit_note_id(value: str) -> str:
-    value = value.strip().upper()
-    if not CREDIT_NOTE_ID.match(value):
-        raise OperationError(f"{value!r} is not a credit note id (like CN-0001)")
-    return value
-
-
-def check_case_id(value: str) -> str:
-    value = value.strip().upper()
-    if not CASE_ID.match(value):
-        raise OperationError(f"{value!r} is not a case id (like CASE-0001)")
-    return value
 
 
 def note_json(note: CreditNoteView) -> dict[str, Any]:

@@ -12,14 +12,18 @@ from slack_sdk.errors import SlackApiError
 
 from agent.cases import CaseNotFound
 from approvals.models import Rule, UnknownCreditNote
+from bot import store
 from bot.access import NOT_ALLOWED_TO_OPEN, NOT_ALLOWED_TO_READ
 from bot.cards.models import Message
-from bot.decisions import decide, expire_overdue_and_update, refusal
-from bot.grammar import Command
-from bot.investigations import CaseRequest, investigate
-from bot.operations import Decide, ListNotes, OpenCase, OperationError, ShowNote, execute
+from bot.flows.chores import sweep
+from bot.flows.decide import decide
+from bot.flows.investigate import investigate
+from bot.flows.notify import refusal
+from bot.flows.operations import execute
+from bot.grammar import Command, Decide, ListNotes, OpenCase, OperationError, ShowNote
 from bot.presenters import CardUnavailable, credit_note_card_message
 from bot.runtime import BotRuntime
+from bot.store import CaseRequest
 from engine.money import fmt_amount
 
 log = logging.getLogger(__name__)
@@ -40,7 +44,7 @@ async def run_command(
     """`source`: the workspace the command came from (`slack:<team id>`), recorded with a vote.
     `delivery_key` names this signed delivery: a replay of the same payload is claimed already and
     does nothing (a case opened twice would be two investigations and two cards)."""
-    if delivery_key is not None and not await runtime.claim(delivery_key):
+    if delivery_key is not None and not await store.claim(runtime.engine, delivery_key):
         log.info("%s was delivered before; ignoring the replay", delivery_key)
         return
 
@@ -55,7 +59,7 @@ async def run_command(
     try:
         match request:
             case ListNotes():
-                await expire_overdue_and_update(runtime)  # so expired cards are redrawn, not just listed
+                await sweep(runtime)  # so expired cards are redrawn, not just listed
                 await say(_list_text((await execute(runtime.service, request)).payload["credit_notes"]))
             case ShowNote():
                 card = await credit_note_card_message(runtime.service, request.credit_note_id)

@@ -1,0 +1,492 @@
+"""The server: the one module that wires the bot — the Bolt app and its listeners, the runtime every flow
+receives, the chores beside them (start-up recovery, the periodic sweep) — and serves it over HTTP
+(aiohttp) or Socket Mode, with a clean shutdown.
+
+Public API (what `billsleuth bot`, the demo and the latency benchmark build on):
+
+    async with running_bot(database_url, slack_settings, host="127.0.0.1", port=0, ...) as bot:
+        bot.url        # http://127.0.0.1:PORT/slack/events — POST signed payloads here
+        bot.app        # the Bolt AsyncApp (BillSleuthApp) with every listener registered
+        bot.runtime    # BotRuntime: .service (CaseService), .client (AsyncWebClient), .background, …
+        await bot.settled()   # wait until all work started by requests so far has finished
+
+    await run_bot(database_url, slack_settings, mode="http" | "socket", port=…)   # until SIGINT/SIGTERM
+
+`database_url` is libpq's (`postgresql://…`); the schema and the checkpoint tables must be current
+(`prepare_database` does both, safely when several bots start at once).
+
+
+How slow work stays off the ack path (checked in slack_bolt 1.30's source,
+slack_bolt/listener/asyncio_runner.py, AsyncioListenerRunner.run):
+
+- With `process_before_response=False` (what `create_app` sets) the runner does not await the listener.
+  For Events API listeners (`auto_acknowledgement`) it awaits `ack()` itself first; then it starts the
+  listener with `asyncio.ensure_future(...)` and polls `ack.response` every 10 ms for up to the
+  listener's `ack_timeout` (3 s). The HTTP response (or the Socket Mode envelope ack) goes out as soon
+  as `ack()` has been awaited, while the rest of the listener keeps running on the loop.
+  (`process_before_response=True` is the FaaS mode: it awaits the whole listener before responding.)
+- Lazy listeners (`app.action(..., ack=..., lazy=[...])`) are started the same way, by
+  AsyncioLazyListenerRunner with `asyncio.ensure_future`; in a long-lived process they add nothing over
+  "await ack() first, then keep going".
+- Bolt keeps no reference to those futures (`_f = asyncio.ensure_future(...)` is a local), and asyncio
+  holds tasks only weakly, so nothing waits for them at shutdown. Listeners therefore `await ack()`
+  first (opening a modal with the 3-second trigger_id also happens before anything slow), do quick
+  Slack calls inline, and hand anything long (an investigation, resuming a paused graph) to
+  `app.background.start(...)`, which holds the task, logs its failure, and is drained at shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import signal
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Literal
+
+import aiohttp
+import psycopg
+from aiohttp import web
+from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+from slack_bolt.async_app import AsyncApp
+from slack_bolt.context.async_context import AsyncBoltContext
+from slack_bolt.response import BoltResponse
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+)
+from slack_sdk.web.async_client import AsyncWebClient
+
+from agent.cases import BOT_START, case_service
+from agent.checkpoint import setup_checkpointer
+from agent.configuration import Configuration
+from approvals.config import ApprovalSettings
+from bot.config import SlackConfigError, SlackSettings
+from bot.flows.chores import recover_interrupted, sweep
+from bot.identity import foreign_reason, record_foreign
+from bot.listeners import register_listeners
+from bot.runtime import (
+    DEFAULT_MAX_INVESTIGATIONS,
+    DEFAULT_PROGRESS_INTERVAL,
+    DEFAULT_PROGRESS_RATE,
+    DRAIN_TIMEOUT_SECONDS,
+    RUNTIME_KEY,
+    BackgroundWork,
+    BotRuntime,
+)
+from engine import migrate
+
+log = logging.getLogger(__name__)
+
+EVENTS_PATH = "/slack/events"
+HEALTH_PATH = "/healthz"
+DEFAULT_EXPIRY_INTERVAL = 300.0  # seconds between sweeps for overdue drafts, held notes, stale cases
+# A case queued or investigating untouched this long lost its process (a crash the start-up recovery of
+# another process did not see): the sweep takes it up. Far longer than any queue or run takes.
+STALE_CASE = timedelta(minutes=10)
+
+Mode = Literal["http", "socket"]
+
+RegisterListeners = Callable[[AsyncApp], None]
+
+
+class BillSleuthApp(AsyncApp):
+    """Bolt's AsyncApp plus what our listeners and runners share: the settings and the background work."""
+
+    def __init__(self, settings: SlackSettings, background: BackgroundWork, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.settings = settings
+        self.background = background
+
+
+def create_web_client(settings: SlackSettings) -> AsyncWebClient:
+    """The Web API client: SLACK_API_URL as its base, and retries on connection errors and HTTP 429."""
+    return AsyncWebClient(
+        token=settings.bot_token,
+        base_url=settings.api_url,
+        retry_handlers=[
+            AsyncConnectionErrorRetryHandler(max_retry_count=2),
+            # Honours Retry-After; chat.postMessage is ~1/s per channel, chat.update is Tier 3.
+            AsyncRateLimitErrorRetryHandler(max_retry_count=3),
+        ],
+    )
+
+
+@asynccontextmanager
+async def keep_alive(client: AsyncWebClient) -> AsyncIterator[AsyncWebClient]:
+    """One aiohttp session (pooled keep-alive connections) for all of the client's Web API calls while
+    the block runs. Without it, slack_sdk opens a session — a new TCP connection and TLS handshake — for
+    every call. Built inside the running loop, as aiohttp requires; closed at the end."""
+    session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=client.timeout))
+    client.session = session
+    try:
+        yield client
+    finally:
+        client.session = None
+        await session.close()
+
+
+def create_app(
+    settings: SlackSettings,
+    register_listeners: RegisterListeners | None = None,
+    *,
+    background: BackgroundWork | None = None,
+) -> BillSleuthApp:
+    """The Bolt app with signature verification on; `register_listeners(app)` adds the listeners."""
+    if not settings.bot_token:
+        raise SlackConfigError("SLACK_BOT_TOKEN is not set")
+    app = BillSleuthApp(
+        settings,
+        background or BackgroundWork(),
+        name="billsleuth",
+        client=create_web_client(settings),
+        # An empty secret would make an HMAC anyone can compute; Socket Mode needs none, so an unknown
+        # random one keeps HTTP requests failing verification until SLACK_SIGNING_SECRET is set.
+        signing_secret=settings.signing_secret or secrets.token_hex(32),
+        request_verification_enabled=True,
+        process_before_response=False,  # ack first, keep working after: see the module docstring
+    )
+    if register_listeners is not None:
+        register_listeners(app)
+    return app
+
+
+# ---- HTTP mode ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class HttpServer:
+    """A running aiohttp site serving the Bolt app."""
+
+    runner: web.AppRunner
+    host: str
+    port: int
+    path: str
+
+    @property
+    def url(self) -> str:
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        return f"http://{host}:{self.port}{self.path}"
+
+    async def stop(self) -> None:
+        """Stop accepting connections and let in-flight requests finish (aiohttp's graceful shutdown)."""
+        await self.runner.cleanup()
+
+
+def build_web_app(app: AsyncApp, path: str = EVENTS_PATH) -> web.Application:
+    """An aiohttp application: POST `path` goes through Bolt (what Bolt's own aiohttp server does)."""
+
+    async def events(request: web.Request) -> web.Response:
+        return await to_aiohttp_response(await app.async_dispatch(await to_bolt_request(request)))
+
+    async def health(_: web.Request) -> web.Response:
+        return web.json_response({"ok": True})
+
+    web_app = web.Application()
+    web_app.add_routes([web.post(path, events), web.get(HEALTH_PATH, health)])
+    return web_app
+
+
+async def start_http(
+    app: AsyncApp, *, host: str = "0.0.0.0", port: int = 3000, path: str = EVENTS_PATH
+) -> HttpServer:
+    """Serve the app on host:port (port 0 picks a free one); return once it accepts connections."""
+    runner = web.AppRunner(build_web_app(app, path), handle_signals=False, shutdown_timeout=10.0)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    try:
+        await site.start()
+    except OSError as error:
+        await runner.cleanup()
+        raise SlackConfigError(f"cannot listen on {host}:{port}: {error.strerror}") from None
+    return HttpServer(runner=runner, host=host, port=site.port, path=path)
+
+
+async def run_http(
+    app: BillSleuthApp,
+    *,
+    host: str = "0.0.0.0",
+    port: int | None = None,
+    stop: asyncio.Event | None = None,
+    drain_timeout: float = DRAIN_TIMEOUT_SECONDS,
+    on_ready: Callable[[HttpServer], None] | None = None,
+) -> None:
+    """Serve over HTTP until `stop` is set (or SIGINT/SIGTERM), then shut down cleanly: stop accepting,
+    let in-flight requests finish, drain the background work. `on_ready` hears where it listens."""
+    app.settings.require("http")
+    server = await start_http(app, host=host, port=app.settings.port if port is None else port)
+    log.info("BillSleuth is listening on %s", server.url)
+    if on_ready is not None:
+        on_ready(server)
+    try:
+        await _wait_for_stop(stop)
+    finally:
+        await server.stop()
+        await app.background.drain(drain_timeout)
+
+
+# ---- Socket Mode ----------------------------------------------------------------------------------------
+
+
+async def start_socket_mode(app: BillSleuthApp) -> AsyncSocketModeHandler:
+    """Open the Socket Mode connection (apps.connections.open with the app token, then a WebSocket)."""
+    app.settings.require("socket")
+    handler = AsyncSocketModeHandler(app, app_token=app.settings.app_token)
+    await handler.connect_async()
+    return handler
+
+
+async def run_socket_mode(
+    app: BillSleuthApp, *, stop: asyncio.Event | None = None, drain_timeout: float = DRAIN_TIMEOUT_SECONDS
+) -> None:
+    """Stay connected until `stop` is set (or SIGINT/SIGTERM), then close the socket and drain."""
+    handler = await start_socket_mode(app)
+    log.info("BillSleuth is connected over Socket Mode")
+    try:
+        await _wait_for_stop(stop)
+    finally:
+        await handler.close_async()
+        await app.background.drain(drain_timeout)
+
+
+async def _wait_for_stop(stop: asyncio.Event | None) -> None:
+    """Wait for `stop`; without one, for SIGINT or SIGTERM."""
+    async with _stop_on_signals(stop) as stopping:
+        await stopping.wait()
+
+
+@asynccontextmanager
+async def open_runtime(
+    database_url: str,
+    slack: SlackSettings,
+    *,
+    configuration: Configuration | None = None,
+    approval_settings: ApprovalSettings | None = None,
+    max_investigations: int = DEFAULT_MAX_INVESTIGATIONS,
+    progress_interval: float = DEFAULT_PROGRESS_INTERVAL,
+    progress_rate: float | None = DEFAULT_PROGRESS_RATE,
+) -> AsyncIterator[BotRuntime]:
+    """The CaseService on this database (engine, checkpointer pool, graph) wrapped as a runtime.
+
+    The bot's start writes its policy (`approval_settings`, default its environment's) to the database as
+    the policy in force (audited when it changes), and every decision then follows the stored policy."""
+    async with case_service(
+        database_url, configuration, approval_settings, policy=BOT_START, actor="bot"
+    ) as service:
+        yield BotRuntime(
+            service,
+            slack,
+            max_investigations=max_investigations,
+            progress_interval=progress_interval,
+            progress_rate=progress_rate,
+        )
+
+
+def build_app(runtime: BotRuntime) -> BillSleuthApp:
+    """The Bolt app with every listener, bound to the runtime (listeners get it from their context)."""
+    app = create_app(runtime.slack, register_listeners, background=runtime.background)
+
+    async def provide_runtime(context: AsyncBoltContext, next_: Callable[[], Awaitable[None]]) -> None:
+        context[RUNTIME_KEY] = runtime
+        await next_()
+
+    async def only_the_installed_workspace(
+        context: AsyncBoltContext, body: dict[str, Any], next_: Callable[[], Awaitable[None]]
+    ) -> BoltResponse | None:
+        why = foreign_reason(await runtime.installation(), body, context.team_id, context.enterprise_id)
+        if why is None:
+            await next_()
+            return None
+        log.warning("dropped a payload from outside the installed workspace: %s", why)
+        await record_foreign(runtime.engine, body, context.user_id, why, context.team_id)
+        return BoltResponse(status=200, body="")  # no retry, and no reply of any kind
+
+    app.use(provide_runtime)
+    app.use(only_the_installed_workspace)
+    runtime.bind(app.client)
+    return app
+
+
+# ---- chores that run beside the listeners ----------------------------------------------------------------
+
+
+@dataclass
+class Chores:
+    """Start-up recovery and the periodic expiry sweep; stopped before the background work is drained."""
+
+    runtime: BotRuntime
+    recover: bool = True
+    expiry_interval: float | None = DEFAULT_EXPIRY_INTERVAL
+    _loop: asyncio.Task[None] | None = field(default=None, init=False)
+
+    def start(self) -> None:
+        if self.recover:
+            self.runtime.start(recover_interrupted(self.runtime), name="recover interrupted cases")
+        if self.expiry_interval:
+            interval = self.expiry_interval
+
+            async def sweep_forever() -> None:
+                while True:  # a sweep at start too: drafts may have run out while the bot was down
+                    try:
+                        await sweep(self.runtime)
+                        await recover_interrupted(self.runtime, idle_for=STALE_CASE)
+                    except Exception:
+                        log.exception("expiry sweep failed; trying again in %ss", interval)
+                    await asyncio.sleep(interval)
+
+            self._loop = asyncio.get_running_loop().create_task(sweep_forever(), name="expiry sweep")
+
+    async def stop(self) -> None:
+        if self._loop is not None:
+            self._loop.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loop
+            self._loop = None
+
+
+# ---- running it -------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RunningBot:
+    app: BillSleuthApp
+    runtime: BotRuntime
+    server: HttpServer
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    async def settled(self, timeout: float = 10.0, quiet: float = 0.05) -> None:
+        """Wait until no work started by requests is running, and none has started for `quiet` seconds
+        (a listener starts its background work a moment after the HTTP ack has gone out)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        idle_since: float | None = None
+        while True:
+            now = loop.time()
+            if self.app.background.pending:
+                idle_since = None
+            elif idle_since is None:
+                idle_since = now
+            elif now - idle_since >= quiet:
+                return
+            if now > deadline:
+                raise TimeoutError(f"background work still running after {timeout:g}s")
+            await asyncio.sleep(0.01)
+
+
+@asynccontextmanager
+async def running_bot(
+    database_url: str,
+    slack: SlackSettings,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    configuration: Configuration | None = None,
+    approval_settings: ApprovalSettings | None = None,
+    max_investigations: int = DEFAULT_MAX_INVESTIGATIONS,
+    progress_interval: float = DEFAULT_PROGRESS_INTERVAL,
+    progress_rate: float | None = DEFAULT_PROGRESS_RATE,
+    recover: bool = True,
+    expiry_interval: float | None = DEFAULT_EXPIRY_INTERVAL,
+    drain_timeout: float = 30.0,
+) -> AsyncIterator[RunningBot]:
+    """The whole bot in this process, serving HTTP on host:port (0: a free port) until the block ends."""
+    async with open_runtime(
+        database_url,
+        slack,
+        configuration=configuration,
+        approval_settings=approval_settings,
+        max_investigations=max_investigations,
+        progress_interval=progress_interval,
+        progress_rate=progress_rate,
+    ) as runtime:
+        app = build_app(runtime)
+        async with keep_alive(app.client):
+            await runtime.refuse_bots_on_the_allowlist()
+            server = await start_http(app, host=host, port=port)
+            chores = Chores(runtime, recover, expiry_interval)
+            chores.start()
+            try:
+                yield RunningBot(app, runtime, server)
+            finally:
+                await chores.stop()
+                await server.stop()
+                await app.background.drain(drain_timeout)
+
+
+async def run_bot(
+    database_url: str,
+    slack: SlackSettings,
+    *,
+    mode: Mode,
+    host: str = "0.0.0.0",
+    port: int | None = None,
+    stop: asyncio.Event | None = None,
+    on_ready: Callable[[str], None] | None = None,
+    **options: Any,
+) -> None:
+    """`billsleuth bot`: serve until `stop` is set or SIGINT/SIGTERM arrives, then shut down cleanly
+    (stop taking requests, let running work finish, close the database pools)."""
+    recover = options.pop("recover", True)
+    expiry_interval = options.pop("expiry_interval", DEFAULT_EXPIRY_INTERVAL)
+    async with open_runtime(database_url, slack, **options) as runtime:
+        app = build_app(runtime)
+        chores = Chores(runtime, recover, expiry_interval)
+        async with keep_alive(app.client), _stop_on_signals(stop) as stopping:
+            await runtime.refuse_bots_on_the_allowlist()
+            try:
+                if mode == "http":
+
+                    def ready(server: HttpServer) -> None:
+                        chores.start()
+                        if on_ready is not None:
+                            on_ready(server.url)
+
+                    await run_http(app, host=host, port=port, stop=stopping, on_ready=ready)
+                else:
+                    chores.start()
+                    if on_ready is not None:
+                        on_ready("socket mode")
+                    await run_socket_mode(app, stop=stopping)
+            finally:
+                await chores.stop()
+
+
+@asynccontextmanager
+async def _stop_on_signals(stop: asyncio.Event | None) -> AsyncIterator[asyncio.Event]:
+    """`stop` itself, or an event set by SIGINT/SIGTERM (handlers removed again afterwards)."""
+    if stop is not None:
+        yield stop
+        return
+    event = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    installed: list[signal.Signals] = []
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(signum, event.set)
+            installed.append(signum)
+    try:
+        yield event
+    finally:
+        for signum in installed:
+            loop.remove_signal_handler(signum)
+
+
+async def prepare_database(database_url: str) -> None:
+    """Upgrade the schema and the checkpoint tables, one bot at a time (two starting together would
+    race on CREATE TABLE)."""
+    # libpq takes postgres:// and postgresql:// alike, and ?host=/socket/dir as written.
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        await conn.execute("SELECT pg_advisory_lock(hashtext('billsleuth:prepare'))")
+        try:
+            await asyncio.to_thread(migrate.ensure_current, database_url)
+            await setup_checkpointer(database_url)
+        finally:
+            await conn.execute("SELECT pg_advisory_unlock(hashtext('billsleuth:prepare'))")

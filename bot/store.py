@@ -1,0 +1,207 @@
+"""The bot's own SQL: Slack deliveries claimed once, where each case's message lives, what Slack was last
+shown of a case, and the advisory locks that order the bot processes' work.
+
+Everything here takes an engine or a connection; nothing here knows of Slack's API or of the flows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import func, or_, select, text, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from agent.cases import CaseService
+from agent.state import SETTLED, UNFINISHED, CaseStatus
+from engine import schema
+
+LOCAL_LOCK_STRIPES = 64
+MAX_LOCK_HOLDERS = 4  # with the case locks' 6 (agent.cases), 10 of the pool's 15 connections at most
+
+# A case drawn in one of these states never changes again (an escalated one may, while its note is
+# approved: it can still be cancelled).
+FINAL_DRAWN_STATES = (CaseStatus.EXPLAINED, CaseStatus.NEEDS_CUSTOMER, *SETTLED)
+
+
+@dataclass(frozen=True)
+class CaseRequest:
+    """A complaint to investigate, as Slack handed it to us."""
+
+    customer_id: str
+    words: str  # the customer's words
+    requester: str  # the Slack user who asked
+    channel: str
+    thread_ts: str | None  # the thread the case goes into; None: the case's own message starts one
+
+
+class ClaimOutcome(StrEnum):
+    CLAIMED = "claimed"  # this process opens the case
+    EVENT_SEEN = "event_seen"  # a redelivery of an event claimed before
+    MESSAGE_SEEN = "message_seen"  # an edit of a message that already has a case
+
+
+@dataclass(frozen=True)
+class Claim:
+    outcome: ClaimOutcome
+    case_id: str | None  # the case opened for the event (CLAIMED, or a redelivery of a claimed one)
+
+
+# ---- exactly once, across processes ------------------------------------------------------------------------
+
+
+async def claim(engine: AsyncEngine, key: str, case_id: str | None = None) -> bool:
+    """True for the one caller (in any bot process) that records `key` first; False for the rest.
+
+    Slack event ids are claimed this way (a retried or twice-delivered event runs once), and so are
+    one-off posts such as a case's customer reply."""
+    async with engine.begin() as conn:
+        return await _claim_in(conn, key, case_id)
+
+
+async def is_claimed(engine: AsyncEngine, key: str) -> bool:
+    async with engine.connect() as conn:
+        found = await conn.execute(
+            select(schema.slack_events.c.event_id).where(schema.slack_events.c.event_id == key)
+        )
+        return found.first() is not None
+
+
+async def claim_case(service: CaseService, event_key: str, message_key: str, request: CaseRequest) -> Claim:
+    """Claim a Slack event and the message it is about, and record its case (queued), in one
+    transaction: a claimed mention always has its case, whatever stops the process next.
+
+    The event claim makes a retried or twice-delivered event run once; the message claim makes an
+    edited mention (a new event on the same message) open no second case."""
+    events = schema.slack_events
+    async with service.engine.begin() as conn:
+        if not await _claim_in(conn, event_key):
+            linked = await conn.execute(select(events.c.case_id).where(events.c.event_id == event_key))
+            return Claim(ClaimOutcome.EVENT_SEEN, linked.scalar())
+        if not await _claim_in(conn, message_key):
+            return Claim(ClaimOutcome.MESSAGE_SEEN, None)  # the event's claim is kept: retries stay silent
+        case_id = await _register_case(service, conn, request)
+        await conn.execute(update(events).where(events.c.event_id == event_key).values(case_id=case_id))
+    return Claim(ClaimOutcome.CLAIMED, case_id)
+
+
+async def new_case(service: CaseService, request: CaseRequest) -> str:
+    """Record a case nobody claimed an event for (the shortcut's modal, the slash command), queued."""
+    async with service.engine.begin() as conn:
+        return await _register_case(service, conn, request)
+
+
+async def _register_case(service: CaseService, conn: AsyncConnection, request: CaseRequest) -> str:
+    return await service.register_case(
+        conn,
+        request.words,
+        requester=request.requester,
+        customer_id=request.customer_id,
+        channel=request.channel,
+        thread_ts=request.thread_ts,
+    )
+
+
+async def _claim_in(conn: AsyncConnection, key: str, case_id: str | None = None) -> bool:
+    events = schema.slack_events
+    insert = (
+        pg_insert(events)
+        .values(event_id=key, case_id=case_id)
+        .on_conflict_do_nothing(index_elements=[events.c.event_id])
+        .returning(events.c.event_id)
+    )
+    return (await conn.execute(insert)).first() is not None
+
+
+# ---- where a case's message lives, and what it shows -------------------------------------------------------
+
+
+async def record_message(
+    engine: AsyncEngine, case_id: str, channel: str, ts: str, thread_ts: str | None = None
+) -> None:
+    """Where the case's card lives (and its thread, when the card started it), so that decisions
+    and recovery (from any process) update it."""
+    cases = schema.cases
+    where = {"channel": channel, "message_ts": ts}
+    if thread_ts is not None:
+        where["thread_ts"] = thread_ts
+    async with engine.begin() as conn:
+        await conn.execute(update(cases).where(cases.c.id == case_id).values(**where))
+
+
+def drawn_state(status: str, note: Mapping[str, Any] | None) -> str:
+    """What a case's Slack message shows, as one comparable string: the case's status and its note's."""
+    shown = f"{note['id']}:{note['status']}:{note['approvals']}" if note else "-"
+    return f"{status}|{shown}"
+
+
+async def mark_drawn(conn: AsyncConnection, case_id: str, state: str) -> None:
+    await conn.execute(update(schema.cases).where(schema.cases.c.id == case_id).values(drawn_state=state))
+
+
+def reply_key(case_id: str, status: str) -> str:
+    """The claim that makes a settled case's customer reply go out once."""
+    return f"reply:{case_id}:{status}"
+
+
+async def maybe_behind(engine: AsyncEngine) -> list[tuple[str, str | None]]:
+    """Cases with a Slack message that may be behind: never drawn, drawn in a state that can still change,
+    or settled with no customer reply claimed. A case drawn in a final state is never read again."""
+    cases, events = schema.cases.c, schema.slack_events.c
+    final = or_(*(cases.drawn_state.like(f"{status}|%") for status in FINAL_DRAWN_STATES)) | (
+        cases.drawn_state.like("escalated|%") & ~cases.drawn_state.like("%:approved:%")
+    )
+    reply_claimed = (
+        select(events.event_id)
+        .where(events.event_id == func.concat("reply:", cases.id, ":", cases.status))
+        .exists()
+    )
+    query = (
+        select(cases.id, cases.drawn_state)
+        .where(
+            cases.channel.is_not(None),
+            cases.status.not_in(UNFINISHED),
+            cases.drawn_state.is_(None) | ~final | (cases.status.in_(SETTLED) & ~reply_claimed),
+        )
+        .order_by(cases.created_at, cases.id)
+    )
+    async with engine.connect() as conn:
+        return [(row.id, row.drawn_state) for row in await conn.execute(query)]
+
+
+# ---- locks ----------------------------------------------------------------------------------------------
+
+
+class Locks:
+    """Postgres advisory locks, with this process's waiters queued locally first."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self._stripes = tuple(asyncio.Lock() for _ in range(LOCAL_LOCK_STRIPES))
+        self._holders = asyncio.Semaphore(MAX_LOCK_HOLDERS)
+
+    @asynccontextmanager
+    async def locked(self, key: str) -> AsyncIterator[AsyncConnection]:
+        """A Postgres advisory lock held for the block (transaction-scoped: it cannot leak). Yields the
+        lock's connection: reads done on it cost no second checkout.
+
+        Waiters in this process queue on a local lock first, so twenty clicks on one card hold one pooled
+        connection between them, not twenty; and at most MAX_LOCK_HOLDERS hold one at a time, because a
+        holder may check out a second connection (an audit row, the card's location) and the pool must
+        never be all holders waiting for one."""
+        stripe = self._stripes[hash(key) % len(self._stripes)]
+        async with stripe, self._holders, self.engine.begin() as conn:
+            await conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": key})
+            yield conn
+
+    @asynccontextmanager
+    async def leading(self, key: str) -> AsyncIterator[bool]:
+        """True when this process got the lock (the others skip the work instead of waiting)."""
+        async with self.engine.begin() as conn:
+            got = await conn.execute(text("SELECT pg_try_advisory_xact_lock(hashtext(:key))"), {"key": key})
+            yield bool(got.scalar_one())
