@@ -522,7 +522,7 @@ async def test_the_card_shows_the_models_reasoning_only_when_grounded_and_says_w
     db_url: str, grounded: bool
 ) -> None:
     from bot.cards.text import render_blocks
-    from bot.presenters import credit_note_card_message
+    from bot.presenters.approver import credit_note_card_message
 
     sc = scenario(FAULTY)
     words = "Billed after the cancellation took effect." if grounded else "They overpaid 4242.42 in total."

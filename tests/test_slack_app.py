@@ -16,6 +16,8 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.signature import SignatureVerifier
 
+from bot.cards import INVESTIGATE_SHORTCUT_CALLBACK_ID, SLASH_COMMAND
+from bot.config import SlackConfigError, SlackSettings
 from bot.runtime import BackgroundWork
 from bot.server import (
     BillSleuthApp,
@@ -25,8 +27,6 @@ from bot.server import (
     run_socket_mode,
     start_http,
 )
-from bot.cards import INVESTIGATE_SHORTCUT_CALLBACK_ID, SLASH_COMMAND
-from bot.config import SlackConfigError, SlackSettings
 from bot.slack_testing import SignedClient, SlackRecorder
 from bot.slack_testing import payloads as p
 

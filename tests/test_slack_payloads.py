@@ -16,7 +16,6 @@ from urllib.parse import parse_qs
 import pytest
 from slack_bolt.async_app import AsyncApp
 
-from bot.server import HttpServer, create_app, start_http
 from bot.cards import (
     APPROVE_ACTION_ID,
     INVESTIGATE_SHORTCUT_CALLBACK_ID,
@@ -43,6 +42,7 @@ from bot.cards.models import (
     RejectModalMetadata,
     ToolCallView,
 )
+from bot.server import HttpServer, create_app, start_http
 from bot.slack_testing import SignedClient, SlackRecorder
 from bot.slack_testing import payloads as p
 

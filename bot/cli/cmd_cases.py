@@ -142,11 +142,10 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_show_note(args: argparse.Namespace) -> int:
-    from bot.cli.common import dumps
     from bot.grammar import show_note_request
 
     request = build(lambda: show_note_request(args.credit_note_id, f"cli:{os_user()}"))
-    return run_operation(request, as_json=args.json, render=lambda r: dumps(r.payload))
+    return run_operation(request, as_json=args.json, render=lambda r: r.text)
 
 
 def run_decide(args: argparse.Namespace) -> int:

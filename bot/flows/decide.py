@@ -24,7 +24,7 @@ from bot.flows.home import publish_home
 from bot.flows.notify import refusal, tell
 from bot.flows.show import settle_card
 from bot.identity import sent_by_a_bot
-from bot.presenters import card_revision, customer_of_invoice, note_model
+from bot.presenters.notes import card_revision, customer_of_invoice, note_model
 from bot.runtime import BotRuntime
 
 log = logging.getLogger(__name__)

@@ -4,7 +4,7 @@ their own open cases."""
 from __future__ import annotations
 
 from bot.cards import home_view
-from bot.presenters import home
+from bot.presenters.home import home
 from bot.runtime import BotRuntime
 
 

@@ -33,7 +33,8 @@ from bot.flows.notify import refusal, tell
 from bot.flows.progress import LiveProgress
 from bot.flows.show import show_case_result
 from bot.grammar import OperationError, check_customer_id, parse_mention
-from bot.presenters import customer_exists, stopped_message
+from bot.presenters.cases import stopped_message
+from bot.presenters.notes import customer_exists
 from bot.runtime import BotRuntime
 from bot.store import CaseRequest, ClaimOutcome
 from engine.db import is_connection_error, wait_until_reachable

@@ -10,12 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import select
-
 from agent.cases import CaseNotFound, CaseService
-from agent.tools import ToolContext, check_json, recompute
 from approvals import queries
-from approvals.models import CreditNoteView, Refused, UnknownCreditNote
+from approvals.models import Refused, UnknownCreditNote
 from bot.grammar import (
     Decide,
     ListNotes,
@@ -28,7 +25,8 @@ from bot.grammar import (
     check_credit_note_id,
     check_customer_id,
 )
-from engine import schema
+from bot.presenters.approver import as_json, as_text, note_json, read_approver_view
+from bot.presenters.notes import CardUnavailable
 from engine.money import fmt_amount
 
 
@@ -36,15 +34,8 @@ from engine.money import fmt_amount
 class Result:
     payload: dict[str, Any]
     message: str  # one line for people ("CN-0001 approved (1 of 2)")
+    text: str = ""  # the whole result for people, where one line is not enough (`show`)
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-def note_json(note: CreditNoteView) -> dict[str, Any]:
-    return {
-        **note.summary(),
-        "case_id": note.case_id,
-        "expires_at": note.expires_at.isoformat() if note.expires_at else None,
-    }
 
 
 async def execute(service: CaseService, request: Request) -> Result:
@@ -65,7 +56,7 @@ async def execute(service: CaseService, request: Request) -> Result:
                 return await _show_note(service, request)
             case Decide():
                 return await _decide(service, request)
-    except (CaseNotFound, UnknownCreditNote) as error:
+    except (CaseNotFound, UnknownCreditNote, CardUnavailable) as error:
         raise OperationError(str(error).strip("'\"")) from None
     except Refused as refusal:
         raise OperationError(f"refused ({refusal.rule}): {refusal.message}", str(refusal.rule)) from None
@@ -88,67 +79,16 @@ async def _open_case(service: CaseService, request: OpenCase) -> Result:
 
 
 async def _show_note(service: CaseService, request: ShowNote) -> Result:
-    """A FRESH recomputation of the invoice, the votes so far, and the agent's tool trail — not its words."""
-    note = await queries.get_credit_note(service.engine, check_credit_note_id(request.credit_note_id))
-    customer_id = await _customer_of_invoice(service, note.invoice_id)
-    tools = ToolContext(service.engine, note.case_id or "", customer_id, f"approver:{request.viewer}")
-    fresh = check_json(await recompute(tools, note.invoice_id))
-    votes = await queries.approvals_of(service.engine, note.id)
-    trail = await tool_trail(service, note.case_id) if note.case_id else []
-    payload = {
-        "credit_note": {
-            **note_json(note),
-            "reason": note.reason,
-            "root_cause": note.root_cause,
-            "memo": note.memo,
-        },
-        "recompute": fresh,
-        "approvals": [
-            {
-                "approver": v.approver,
-                "decision": v.decision,
-                "comment": v.comment,
-                "at": v.decided_at.isoformat(),
-                "source": v.source,
-                "via": v.via,  # "via CLI by <os user>" for a vote cast from the CLI
-            }
-            for v in votes
-        ],
-        "tool_trail": trail,
-    }
+    """The approver's view: a FRESH recomputation of the invoice, the votes so far, and the agent's tool
+    trail — not its words. The same read model the Slack card is drawn from."""
+    credit_note_id = check_credit_note_id(request.credit_note_id)
+    view = await read_approver_view(service, credit_note_id, viewer=f"approver:{request.viewer}")
+    note = view.note
     return Result(
-        payload, f"{note.id}: {note.status}, {fmt_amount(note.amount, note.currency)} on {note.invoice_id}"
+        as_json(view),
+        f"{note.id}: {note.status}, {fmt_amount(note.amount, note.currency)} on {note.invoice_id}",
+        text=as_text(view),
     )
-
-
-async def _customer_of_invoice(service: CaseService, invoice_id: str) -> str:
-    async with service.engine.connect() as conn:
-        found = await conn.execute(
-            select(schema.invoices.c.customer_id).where(schema.invoices.c.id == invoice_id)
-        )
-        return found.scalar_one()
-
-
-async def tool_trail(service: CaseService, case_id: str) -> list[dict[str, Any]]:
-    """Every tool call recorded for the case, in order (the approver's view of what the agent looked at)."""
-    log = schema.audit_log
-    async with service.engine.connect() as conn:
-        rows = await conn.execute(
-            select(log.c.at, log.c.actor, log.c.tool, log.c.args, log.c.ok, log.c.result_digest)
-            .where(log.c.case_id == case_id)
-            .order_by(log.c.id)
-        )
-        return [
-            {
-                "at": r.at.isoformat(),
-                "actor": r.actor,
-                "tool": r.tool,
-                "args": r.args,
-                "ok": r.ok,
-                "result_digest": r.result_digest,
-            }
-            for r in rows
-        ]
 
 
 async def _decide(service: CaseService, request: Decide) -> Result:

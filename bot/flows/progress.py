@@ -20,7 +20,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.cards import progress_message
 from bot.cards.models import ProgressStep, ProgressView
-from bot.presenters import progress_step
+from bot.presenters.cases import progress_step
 from bot.runtime import Pacer
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,8 @@ from approvals import queries
 from bot import store
 from bot.cards import customer_reply_message
 from bot.cards.models import Message, ProgressStep
-from bot.presenters import case_message, credit_note_card_message
+from bot.presenters.approver import credit_note_card_message
+from bot.presenters.cases import case_message
 from bot.runtime import BotRuntime
 
 log = logging.getLogger(__name__)

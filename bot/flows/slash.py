@@ -21,7 +21,8 @@ from bot.flows.investigate import investigate
 from bot.flows.notify import refusal
 from bot.flows.operations import execute
 from bot.grammar import Command, Decide, ListNotes, OpenCase, OperationError, ShowNote
-from bot.presenters import CardUnavailable, credit_note_card_message
+from bot.presenters.approver import credit_note_card_message
+from bot.presenters.notes import CardUnavailable
 from bot.runtime import BotRuntime
 from bot.store import CaseRequest
 from engine.money import fmt_amount

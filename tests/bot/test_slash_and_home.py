@@ -8,8 +8,17 @@ import pytest
 
 from approvals.models import Rule
 from bot.cards import APPROVE_ACTION_ID
-from bot.grammar import HELP_TEXT, Help, parse_command, parse_mention
-from bot.grammar import Decide, ListNotes, OpenCase, OperationError, ShowNote
+from bot.grammar import (
+    HELP_TEXT,
+    Decide,
+    Help,
+    ListNotes,
+    OpenCase,
+    OperationError,
+    ShowNote,
+    parse_command,
+    parse_mention,
+)
 from bot.server import RunningBot
 from bot.slack_testing import SignedClient, SlackRecorder
 from bot.slack_testing import payloads as p

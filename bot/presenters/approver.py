@@ -1,0 +1,285 @@
+"""The approver's view of a credit note, read once and shown three ways: the Slack evidence card, the
+CLI's `show --json`, and the CLI's `show` text.
+
+It is the SYSTEM's fresh recomputation of the invoice (audited under the viewer: `system:card` for a card,
+`approver:<who>` for `show`), the votes from the approvals tables and the agent's own tool calls from
+audit_log — never a copy of what the agent said about them. The views' own recomputations are not part of
+the trail: they are someone looking, not evidence the investigation gathered.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from agent.cases import CaseService, case_row_in
+from agent.state import CaseStatus, held_by_daily_limit
+from agent.tools import ToolContext, ToolError, call_tool, check_json, recompute
+from approvals import queries
+from approvals.issuing import over_daily_budget
+from approvals.models import CreditNoteView as Note
+from approvals.models import NoteStatus, Vote
+from approvals.policy import utc_now
+from bot.cards import credit_note_card
+from bot.cards.models import (
+    ConclusionView,
+    CreditNoteCardView,
+    CustomerView,
+    Message,
+    RecomputationView,
+    ToolCallView,
+)
+from bot.presenters.notes import (
+    CardUnavailable,
+    args_summary,
+    card_revision,
+    customer_of_invoice_in,
+    decision_views,
+    note_model,
+)
+from engine import schema
+from engine.diff import InvoiceCheck
+from engine.model import Payment
+from engine.money import fmt_amount
+
+CARD_VIEWER = "system:card"  # who a card's own recomputation is audited as
+AGENT_ACTOR_PREFIX = "agent:"
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One of the agent's tool calls, as audit_log recorded it."""
+
+    at: datetime
+    actor: str  # agent:offline | agent:llm
+    tool: str
+    args: dict[str, Any]
+    ok: bool
+    result_digest: str | None
+
+
+@dataclass(frozen=True)
+class CaseFacts:
+    """What the note's case says: who asked, what, and what the investigation concluded."""
+
+    case_id: str
+    status: str
+    question: str
+    requester: str
+    findings: dict[str, Any]
+    escalation_reason: str | None
+
+
+@dataclass(frozen=True)
+class ApproverView:
+    note: Note
+    customer: CustomerView
+    case: CaseFacts | None  # None for a note drafted outside a case
+    check: InvoiceCheck  # the fresh recomputation
+    payments: tuple[Payment, ...]  # the ledger's payments of the invoice
+    votes: tuple[Vote, ...]
+    tool_trail: tuple[ToolCall, ...]
+    held_by_budget: bool  # approved, waiting for room under the daily credit limit
+    issue_refused: str | None  # approved, but issuing it was refused: why
+
+    @property
+    def revision(self) -> int:
+        return card_revision(self.note)
+
+
+async def read_approver_view(
+    service: CaseService, credit_note_id: str, *, viewer: str, conn: AsyncConnection | None = None
+) -> ApproverView:
+    """Everything an approver sees, read now. All reads share one connection — the caller's (say, the
+    one holding the card's lock) or one from the pool: under load a card costs one checkout, not six.
+    Unknown note → UnknownCreditNote; invoice or customer gone → CardUnavailable."""
+    if conn is None:
+        async with service.engine.connect() as own:
+            return await _read(service, own, credit_note_id, viewer)
+    return await _read(service, conn, credit_note_id, viewer)
+
+
+async def _read(
+    service: CaseService, conn: AsyncConnection, credit_note_id: str, viewer: str
+) -> ApproverView:
+    votes = await queries.votes_in(conn, credit_note_id)
+    note = queries.to_view(await queries.note_row_in(conn, credit_note_id), votes)
+    customer = await customer_of_invoice_in(conn, note.invoice_id)
+    case = await _case_facts(conn, note.case_id) if note.case_id else None
+    held = (
+        case is not None
+        and held_by_daily_limit(note.status, case.status)
+        and await over_daily_budget(conn, note.amount, note.currency, service.approval_settings, utc_now())
+    )
+    # An approved note whose case escalated was refused at issue: it waits for a person, not for room.
+    refused = case is not None and note.status == NoteStatus.APPROVED and case.status == CaseStatus.ESCALATED
+    check, payments = await _fresh_recomputation(service, conn, note, customer.id, viewer)
+    return ApproverView(
+        note=note,
+        customer=customer,
+        case=case,
+        check=check,
+        payments=payments,
+        votes=tuple(votes),
+        tool_trail=tuple(await _agent_trail_in(conn, note.case_id)) if note.case_id else (),
+        held_by_budget=held,
+        issue_refused=(case.escalation_reason or "issuing it was refused") if refused and case else None,
+    )
+
+
+async def _case_facts(conn: AsyncConnection, case_id: str) -> CaseFacts:
+    row = await case_row_in(conn, case_id)
+    return CaseFacts(
+        case_id=row.id,
+        status=row.status,
+        question=row.question,
+        requester=row.requester,
+        findings=row.findings or {},
+        escalation_reason=row.escalation_reason,
+    )
+
+
+async def _fresh_recomputation(
+    service: CaseService, conn: AsyncConnection, note: Note, customer_id: str, viewer: str
+) -> tuple[InvoiceCheck, tuple[Payment, ...]]:
+    """The system's own recomputation of the invoice, now (read on `conn`), audited under `viewer`."""
+    tools = ToolContext(service.engine, note.case_id or "", customer_id, viewer, connection=conn)
+    audited = await call_tool(tools, "recompute_invoice", {"invoice_id": note.invoice_id})
+    if not audited.ok:
+        raise CardUnavailable(f"cannot recompute {note.invoice_id}: {audited.error}")
+    try:
+        check = await recompute(tools, note.invoice_id)  # the ledger is cached: no second read
+    except ToolError as error:
+        raise CardUnavailable(f"cannot recompute {note.invoice_id}: {error}") from None
+    ledger = tools.cached_ledger
+    payments = tuple(p for p in (ledger.payments if ledger else ()) if p.invoice_id == note.invoice_id)
+    return check, payments
+
+
+async def _agent_trail_in(conn: AsyncConnection, case_id: str) -> list[ToolCall]:
+    """The agent's own tool calls for the case, in order (the system's checks are not the agent's)."""
+    log = schema.audit_log.c
+    rows = await conn.execute(
+        select(log.at, log.actor, log.tool, log.args, log.ok, log.result_digest)
+        .where(log.case_id == case_id, log.actor.startswith(AGENT_ACTOR_PREFIX))
+        .order_by(log.id)
+    )
+    return [ToolCall(r.at, r.actor, r.tool, r.args or {}, bool(r.ok), r.result_digest) for r in rows]
+
+
+# ---- shown three ways -------------------------------------------------------------------------------------
+
+
+def card_view(view: ApproverView) -> CreditNoteCardView:
+    """The Slack evidence card's view model."""
+    note, case = view.note, view.case
+    findings = case.findings if case is not None else {}
+    conclusion = ConclusionView(
+        root_cause=str(findings.get("root_cause") or note.root_cause),
+        overcharge=Decimal(str(findings.get("overcharge") or note.amount)),
+        summary=str(findings.get("reasoning") or note.memo or ""),
+        summary_by="model" if findings.get("reasoning_by") == "model" else "auditor",
+    )
+    return CreditNoteCardView(
+        case_id=case.case_id if case is not None else "—",
+        customer=view.customer,
+        complaint=case.question if case is not None else "",
+        requested_by=case.requester if case is not None else "unknown",
+        conclusion=conclusion,
+        recompute=RecomputationView.from_check(view.check, view.payments),
+        tool_trail=[ToolCallView(c.tool, args_summary(c.args), c.ok) for c in view.tool_trail],
+        credit_note=note_model(note, held_by_budget=view.held_by_budget, issue_refused=view.issue_refused),
+        decisions=decision_views(view.votes),
+        revision=view.revision,
+    )
+
+
+def as_json(view: ApproverView) -> dict[str, Any]:
+    """`show --json`: {credit_note, recompute, approvals, tool_trail} (DESIGN §3)."""
+    note = view.note
+    return {
+        "credit_note": {
+            **note_json(note),
+            "reason": note.reason,
+            "root_cause": note.root_cause,
+            "memo": note.memo,
+            "held_by_daily_limit": view.held_by_budget,
+            "issue_refused": view.issue_refused,
+        },
+        "recompute": check_json(view.check),
+        "approvals": [
+            {
+                "approver": v.approver,
+                "decision": v.decision,
+                "comment": v.comment,
+                "at": v.decided_at.isoformat(),
+                "source": v.source,
+                "via": v.via,  # "via CLI by <os user>" for a vote cast from the CLI
+            }
+            for v in view.votes
+        ],
+        "tool_trail": [
+            {
+                "at": c.at.isoformat(),
+                "actor": c.actor,
+                "tool": c.tool,
+                "args": c.args,
+                "ok": c.ok,
+                "result_digest": c.result_digest,
+            }
+            for c in view.tool_trail
+        ],
+    }
+
+
+def as_text(view: ApproverView) -> str:
+    """`show` without --json: the same facts, for a person at a terminal."""
+    note, check = view.note, view.check
+    money = fmt_amount(note.amount, note.currency)
+    votes = f"approvals {note.approvals} of {note.needed}"
+    lines = [
+        f"{note.id}  {money} on {note.invoice_id}  {note.status}  {votes}",
+        f"  customer {view.customer.id} ({view.customer.name})  case {note.case_id or '-'}",
+        f"  reason: {note.reason}  root cause: {note.root_cause}",
+    ]
+    if view.held_by_budget:
+        lines.append("  held: the daily credit limit has no room for it today")
+    if view.issue_refused:
+        lines.append(f"  issuing it was refused: {view.issue_refused}")
+    lines.append(
+        f"  recomputed now: billed {fmt_amount(check.billed_total, note.currency)},"
+        f" the rules say {fmt_amount(check.should_pay, note.currency)},"
+        f" paid {fmt_amount(check.paid_total, note.currency)},"
+        f" overcharge {fmt_amount(check.overcharge, note.currency)}"
+    )
+    lines.append("  votes:" if view.votes else "  votes: none yet")
+    lines += [
+        f"    {v.decision} by {v.approver} at {v.decided_at:%Y-%m-%d %H:%M}"
+        + (f" ({v.via})" if v.via else "")
+        + (f": {v.comment}" if v.comment else "")
+        for v in view.votes
+    ]
+    lines.append("  the agent's tool calls:" if view.tool_trail else "  the agent's tool calls: none")
+    lines += [f"    {c.tool}({args_summary(c.args)}){'' if c.ok else ' failed'}" for c in view.tool_trail]
+    return "\n".join(lines)
+
+
+def note_json(note: Note) -> dict[str, Any]:
+    """A note as `list --json` and `show --json` print it."""
+    return {
+        **note.summary(),
+        "case_id": note.case_id,
+        "expires_at": note.expires_at.isoformat() if note.expires_at else None,
+    }
+
+
+async def credit_note_card_message(
+    service: CaseService, credit_note_id: str, conn: AsyncConnection | None = None
+) -> Message:
+    view = await read_approver_view(service, credit_note_id, viewer=CARD_VIEWER, conn=conn)
+    return credit_note_card(card_view(view))
