@@ -29,6 +29,7 @@ from tests.bot.helpers import (
     FINANCE,
     OUTSIDER,
     SECRET,
+    SUPPORT,
     OpenedCase,
     all_text,
     assert_valid_blocks,
@@ -161,6 +162,10 @@ async def test_a_held_note_offers_cancel_which_asks_for_a_reason_then_ends_the_c
     (reply,) = customer_replies(slack, opened)
     assert case["reply"]["customer_message"] in reply
     assert scenario(HELD_BACK)["truth"]["overcharge"] not in reply  # no amount, no promise of money back
+    assert (await client.send(p.app_home_opened(user=SUPPORT))).status == 200
+    await bot.settled()
+    home = slack.home(SUPPORT)
+    assert home is not None and opened.case_id not in all_text(home["blocks"])  # not open any more
 
     assert (await client.send(submit)).status == 200  # the same modal submitted again
     await bot.settled()
