@@ -42,7 +42,7 @@ import contextlib
 import logging
 import secrets
 import signal
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -68,6 +68,7 @@ from agent.configuration import Configuration
 from approvals.config import ApprovalSettings
 from bot.config import SlackConfigError, SlackSettings
 from bot.flows.chores import recover_interrupted, sweep
+from bot.flows.outbox import DEFAULT_POLL_SECONDS, watch_outbox
 from bot.identity import foreign_reason, record_foreign
 from bot.listeners import register_listeners
 from bot.runtime import (
@@ -317,16 +318,20 @@ def build_app(runtime: BotRuntime) -> BillSleuthApp:
 
 @dataclass
 class Chores:
-    """Start-up recovery and the periodic expiry sweep; stopped before the background work is drained."""
+    """Start-up recovery, the periodic expiry sweep and the outbox's delivery to Slack; stopped before the
+    background work is drained."""
 
     runtime: BotRuntime
     recover: bool = True
     expiry_interval: float | None = DEFAULT_EXPIRY_INTERVAL
-    _loop: asyncio.Task[None] | None = field(default=None, init=False)
+    outbox_poll: float | None = DEFAULT_POLL_SECONDS
+    _loops: list[asyncio.Task[None]] = field(default_factory=list, init=False)
 
     def start(self) -> None:
         if self.recover:
             self.runtime.start(recover_interrupted(self.runtime), name="recover interrupted cases")
+        if self.outbox_poll:
+            self._run(watch_outbox(self.runtime, poll=self.outbox_poll), name="outbox delivery")
         if self.expiry_interval:
             interval = self.expiry_interval
 
@@ -339,14 +344,18 @@ class Chores:
                         log.exception("expiry sweep failed; trying again in %ss", interval)
                     await asyncio.sleep(interval)
 
-            self._loop = asyncio.get_running_loop().create_task(sweep_forever(), name="expiry sweep")
+            self._run(sweep_forever(), name="expiry sweep")
+
+    def _run(self, loop: Coroutine[Any, Any, None], *, name: str) -> None:
+        self._loops.append(asyncio.get_running_loop().create_task(loop, name=name))
 
     async def stop(self) -> None:
-        if self._loop is not None:
-            self._loop.cancel()
+        for loop in self._loops:
+            loop.cancel()
+        for loop in self._loops:
             with contextlib.suppress(asyncio.CancelledError):
-                await self._loop
-            self._loop = None
+                await loop
+        self._loops.clear()
 
 
 # ---- running it -------------------------------------------------------------------------------------------
@@ -395,6 +404,7 @@ async def running_bot(
     progress_rate: float | None = DEFAULT_PROGRESS_RATE,
     recover: bool = True,
     expiry_interval: float | None = DEFAULT_EXPIRY_INTERVAL,
+    outbox_poll: float | None = DEFAULT_POLL_SECONDS,
     drain_timeout: float = 30.0,
 ) -> AsyncIterator[RunningBot]:
     """The whole bot in this process, serving HTTP on host:port (0: a free port) until the block ends."""
@@ -411,7 +421,7 @@ async def running_bot(
         async with keep_alive(app.client):
             await runtime.refuse_bots_on_the_allowlist()
             server = await start_http(app, host=host, port=port)
-            chores = Chores(runtime, recover, expiry_interval)
+            chores = Chores(runtime, recover, expiry_interval, outbox_poll)
             chores.start()
             try:
                 yield RunningBot(app, runtime, server)
@@ -436,9 +446,10 @@ async def run_bot(
     (stop taking requests, let running work finish, close the database pools)."""
     recover = options.pop("recover", True)
     expiry_interval = options.pop("expiry_interval", DEFAULT_EXPIRY_INTERVAL)
+    outbox_poll = options.pop("outbox_poll", DEFAULT_POLL_SECONDS)
     async with open_runtime(database_url, slack, **options) as runtime:
         app = build_app(runtime)
-        chores = Chores(runtime, recover, expiry_interval)
+        chores = Chores(runtime, recover, expiry_interval, outbox_poll)
         async with keep_alive(app.client), _stop_on_signals(stop) as stopping:
             await runtime.refuse_bots_on_the_allowlist()
             try:

@@ -1,5 +1,6 @@
 """The bot's own SQL: Slack deliveries claimed once, where each case's message lives, what Slack was last
-shown of a case, and the advisory locks that order the bot processes' work.
+shown of a case, the outbox of changes Slack has yet to show, and the advisory locks that order the bot
+processes' work.
 
 Everything here takes an engine or a connection; nothing here knows of Slack's API or of the flows.
 """
@@ -10,10 +11,11 @@ import asyncio
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import func, or_, select, text, update
+from sqlalchemy import delete, func, or_, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -172,6 +174,46 @@ async def maybe_behind(engine: AsyncEngine) -> list[tuple[str, str | None]]:
     )
     async with engine.connect() as conn:
         return [(row.id, row.drawn_state) for row in await conn.execute(query)]
+
+
+# ---- the outbox: changes Slack has yet to show (written by triggers, migration 0006) --------------------
+
+OUTBOX_CHANNEL = "billsleuth_outbox"  # what the triggers NOTIFY on
+
+
+@dataclass(frozen=True)
+class Change:
+    id: int
+    at: datetime
+    case_id: str | None
+    change: str  # e.g. credit_note.approved, vote.approve, case.issued
+
+
+async def take_changes(conn: AsyncConnection, limit: int) -> list[Change]:
+    """The oldest undelivered changes, locked for this transaction; rows another process is delivering
+    are skipped, so each change is delivered by one process at a time, and again if that one dies."""
+    outbox = schema.outbox.c
+    rows = await conn.execute(
+        select(outbox.id, outbox.at, outbox.case_id, outbox.change)
+        .order_by(outbox.id)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    )
+    return [Change(row.id, row.at, row.case_id, row.change) for row in rows]
+
+
+async def forget_changes(conn: AsyncConnection, changes: list[Change]) -> None:
+    """Delivered: commit with the caller's transaction."""
+    await conn.execute(delete(schema.outbox).where(schema.outbox.c.id.in_([c.id for c in changes])))
+
+
+async def requesters_of(engine: AsyncEngine, case_ids: list[str]) -> set[str]:
+    """Who asked for these cases (Slack ids, or cli:<os user>)."""
+    if not case_ids:
+        return set()
+    cases = schema.cases.c
+    async with engine.connect() as conn:
+        return set((await conn.execute(select(cases.requester).where(cases.id.in_(case_ids)))).scalars())
 
 
 # ---- locks ----------------------------------------------------------------------------------------------

@@ -245,7 +245,7 @@ cases = Table(
     Column("escalation_reason", Text),
     Instant("created_at", nullable=False, server_default=func.now()),
     Instant("updated_at", nullable=False, server_default=func.now()),
-    Column("drawn_state", Text),  # the state its Slack message last showed (see bot.case_messages)
+    Column("drawn_state", Text),  # the state its Slack message last showed (see bot/store.py)
     Column("opened_from", Text),  # cli:<os user> when opened from the CLI (under any --as); else NULL
 )
 
@@ -257,6 +257,19 @@ policy = Table(
     Column("name", Text, primary_key=True),
     Column("value", Text, nullable=False),
     Instant("updated_at", nullable=False, server_default=func.now()),
+)
+
+# Changes Slack must show, written by triggers in the changing transaction (migration 0006); the bot
+# drains and deletes them (bot/flows/outbox.py).
+outbox = Table(
+    "outbox",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Instant("at", nullable=False, server_default=func.now()),
+    Column("entity_type", Text, nullable=False),
+    Column("entity_id", Text, nullable=False),
+    Column("case_id", Text),
+    Column("change", Text, nullable=False),
 )
 
 slack_events = Table(

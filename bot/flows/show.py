@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agent.cases import CaseNotFound, case_row_in
-from agent.state import SETTLED, CaseStatus
+from agent.state import SETTLED, UNFINISHED, CaseStatus
 from approvals import queries
 from bot import store
 from bot.cards import customer_reply_message
@@ -113,18 +113,27 @@ async def redraw_behind(runtime: BotRuntime) -> list[str]:
     and its redraw (a card still saying Investigating…, or waiting for approval after its note was
     issued) — and post the customer replies still owed. Returns the cases drawn."""
     drawn = []
-    for case_id, state in await store.maybe_behind(runtime.engine):
-        case = await runtime.service.show_case(case_id)
-        if store.drawn_state(case["status"], case.get("credit_note")) == state and not await _reply_owed(
-            runtime, case
-        ):
-            continue
+    for case_id, _ in await store.maybe_behind(runtime.engine):
         try:
-            await show_case_result(runtime, case)
-            drawn.append(case_id)
+            if await redraw_if_behind(runtime, case_id):
+                drawn.append(case_id)
         except Exception:
             log.exception("could not redraw case %s", case_id)
     return drawn
+
+
+async def redraw_if_behind(runtime: BotRuntime, case_id: str) -> bool:
+    """Draw the case's result when its Slack message shows an older state, or a customer reply is owed;
+    True when it drew. A case still being investigated is left to the run drawing its progress."""
+    row = await runtime.service.case_row(case_id)
+    if not row.channel or row.status in UNFINISHED:
+        return False
+    case = await runtime.service.show_case(case_id)
+    shown = store.drawn_state(case["status"], case.get("credit_note"))
+    if shown == row.drawn_state and not await _reply_owed(runtime, case):
+        return False
+    await show_case_result(runtime, case)
+    return True
 
 
 async def _reply_owed(runtime: BotRuntime, case: Mapping[str, Any]) -> bool:
