@@ -10,6 +10,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from decimal import Decimal, InvalidOperation
 
 from engine.money import expressible, held_to_cents, minor_unit
@@ -123,8 +124,19 @@ def _whole(variable: str, value: object, unit: str) -> int:
     return int(text)
 
 
-def _hours(variable: str, value: object) -> int:
-    return _whole(variable, value, "hours")
+def _hours(variable: str, value: object) -> Decimal:
+    """Hours above zero; decimals allowed (0.5 is half an hour, 0.001 a few seconds for a test)."""
+    if isinstance(value, float | bool) or not isinstance(value, Decimal | int | str):
+        kind = type(value).__name__
+        raise SettingsError(f"{variable} must be a number of hours like 72 or 0.5, not {kind}")
+    try:
+        hours = Decimal(str(value).strip())
+    except InvalidOperation:
+        raise SettingsError(f"{variable} must be a number of hours like 72 or 0.5, got {value!r}") from None
+    if not hours.is_finite() or hours <= 0:
+        raise SettingsError(f"{variable} must be a number of hours above zero, got {value!r}")
+    # One text per value (the stored policy compares them): 72 for 72.0, 0.5 for 0.50.
+    return hours.quantize(Decimal(1)) if hours == hours.to_integral_value() else hours.normalize()
 
 
 def _days(variable: str, value: object) -> int:
@@ -161,7 +173,7 @@ class ApprovalSettings:
     approvers: frozenset[str] = frozenset()  # empty: nobody can approve
     two_person_threshold: Decimal = DEFAULT_TWO_PERSON_THRESHOLD
     daily_credit_limit: Decimal = DEFAULT_DAILY_CREDIT_LIMIT
-    approval_ttl_hours: int = DEFAULT_APPROVAL_TTL_HOURS
+    approval_ttl_hours: Decimal | int = DEFAULT_APPROVAL_TTL_HOURS
     hold_max_days: int = DEFAULT_HOLD_MAX_DAYS  # an approved note held by the daily limit is cancelled after
     # Per-currency daily limits (`JPY:750000` in the variable); a currency not named has daily_credit_limit.
     currency_daily_limits: tuple[tuple[str, Decimal], ...] | Mapping[str, Decimal] = field(default=())
@@ -185,6 +197,11 @@ class ApprovalSettings:
         set_(self, "hold_max_days", _days(HOLD_MAX_DAYS, self.hold_max_days))
         set_(self, "currency_daily_limits", _currency_limits(DAILY_CREDIT_LIMIT, self.currency_daily_limits))
         set_(self, "cli_decisions", _switch(CLI_DECISIONS, self.cli_decisions))
+
+    @property
+    def approval_ttl(self) -> timedelta:
+        """How long a draft waits for its decision before it expires."""
+        return timedelta(seconds=float(Decimal(self.approval_ttl_hours) * 3600))
 
     def daily_limit_for(self, currency: str) -> Decimal:
         """The credit that may be issued per UTC day in `currency`: its own limit, or the plain one."""

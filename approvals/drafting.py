@@ -11,7 +11,7 @@ after the lock is held; the key's primary key plus INSERT … ON CONFLICT DO NOT
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -246,7 +246,7 @@ async def _insert_note(
     number = (await conn.execute(text("SELECT nextval('credit_note_number')"))).scalar_one()
     note_id = f"CN-{number:04d}"
     needed = approvals_needed(request.amount, settings)
-    expires_at = now + timedelta(hours=settings.approval_ttl_hours)
+    expires_at = now + settings.approval_ttl
     digest = args_hash(
         invoice_id=request.invoice_id,
         amount=request.amount,

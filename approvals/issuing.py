@@ -6,7 +6,7 @@ the invoice row, then the note row. Drafting takes only the invoice row; decidin
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -144,7 +144,7 @@ async def _reopen(
     """Approved by someone no longer on the approver list: the note goes back to waiting for a current
     approver (with a fresh approval window) instead of moving money on a departed person's word."""
     removed = sorted({v.approver for v in votes if v.decision == APPROVE} - settings.approvers)
-    expires_at = now + timedelta(hours=settings.approval_ttl_hours)
+    expires_at = now + settings.approval_ttl
     await conn.execute(
         update(t.credit_notes)
         .where(t.credit_notes.c.id == note.id, t.credit_notes.c.status == NoteStatus.APPROVED)

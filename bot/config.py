@@ -7,6 +7,7 @@ once. The mode that needs a credential asks for it with `require()`, which names
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -28,6 +29,7 @@ class SlackSettings:
     signing_secret: str  # SLACK_SIGNING_SECRET (HTTP mode only)
     api_url: str = SLACK_API_URL  # SLACK_API_URL: the Web API base, ends with "/"
     port: int = DEFAULT_PORT  # PORT: where HTTP mode listens
+    finance_channel: str = ""  # BILLSLEUTH_FINANCE_CHANNEL: where approvers are told; empty: a DM each
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> SlackSettings:
@@ -38,6 +40,7 @@ class SlackSettings:
             signing_secret=env.get("SLACK_SIGNING_SECRET", "").strip(),
             api_url=_api_url(env.get("SLACK_API_URL", "")),
             port=_port(env.get("PORT", "")),
+            finance_channel=_channel(env.get("BILLSLEUTH_FINANCE_CHANNEL", "")),
         )
 
     def missing(self, mode: Mode) -> list[str]:
@@ -66,6 +69,15 @@ def _api_url(raw: str) -> str:
         raise SlackConfigError(f"SLACK_API_URL must start with http:// or https://, got {url!r}")
     # The Web API client appends the method name to the base URL, so the trailing slash matters.
     return url if url.endswith("/") else url + "/"
+
+
+def _channel(raw: str) -> str:
+    text = raw.strip()
+    if text and not re.fullmatch(r"[CG][A-Z0-9]{2,}", text):
+        raise SlackConfigError(
+            f"BILLSLEUTH_FINANCE_CHANNEL must be a channel id like C0123ABCD, got {text!r}"
+        )
+    return text
 
 
 def _port(raw: str) -> int:

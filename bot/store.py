@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from agent.cases import CaseService
 from agent.state import SETTLED, UNFINISHED, CaseStatus
+from approvals.models import NoteStatus
 from engine import schema
 
 LOCAL_LOCK_STRIPES = 64
@@ -205,6 +206,87 @@ async def take_changes(conn: AsyncConnection, limit: int) -> list[Change]:
 async def forget_changes(conn: AsyncConnection, changes: list[Change]) -> None:
     """Delivered: commit with the caller's transaction."""
     await conn.execute(delete(schema.outbox).where(schema.outbox.c.id.in_([c.id for c in changes])))
+
+
+# ---- approver notices: each one posted once (migration 0007) ---------------------------------------------
+
+
+class NoticeKind(StrEnum):
+    NOTICE = "notice"  # the note waits for a decision
+    REMINDER = "reminder"  # half its approval time has gone
+
+
+@dataclass(frozen=True)
+class Notice:
+    id: int
+    recipient: str
+    kind: NoticeKind
+    channel: str
+    ts: str
+    shows: str  # "waiting", or the note status it was last updated to
+
+
+async def claim_notice(
+    engine: AsyncEngine, credit_note_id: str, recipient: str, kind: NoticeKind
+) -> int | None:
+    """The right to post this notice, once across processes; None when it was claimed before."""
+    notices = schema.approver_notices
+    async with engine.begin() as conn:
+        claimed = await conn.execute(
+            pg_insert(notices)
+            .values(credit_note_id=credit_note_id, recipient=recipient, kind=kind)
+            .on_conflict_do_nothing(constraint="approver_notices_once")
+            .returning(notices.c.id)
+        )
+        return claimed.scalar()
+
+
+async def record_notice(engine: AsyncEngine, notice_id: int, channel: str, ts: str) -> None:
+    notices = schema.approver_notices
+    async with engine.begin() as conn:
+        await conn.execute(update(notices).where(notices.c.id == notice_id).values(channel=channel, ts=ts))
+
+
+async def drop_notice(engine: AsyncEngine, notice_id: int) -> None:
+    """Posting it failed: give up the claim, so the next delivery of the change tries again."""
+    notices = schema.approver_notices
+    async with engine.begin() as conn:
+        await conn.execute(delete(notices).where(notices.c.id == notice_id))
+
+
+async def posted_notices(engine: AsyncEngine, credit_note_id: str) -> list[Notice]:
+    n = schema.approver_notices.c
+    async with engine.connect() as conn:
+        rows = await conn.execute(
+            select(n.id, n.recipient, n.kind, n.channel, n.ts, n.shows)
+            .where(n.credit_note_id == credit_note_id, n.ts.is_not(None))
+            .order_by(n.id)
+        )
+        return [Notice(r.id, r.recipient, NoticeKind(r.kind), r.channel, r.ts, r.shows) for r in rows]
+
+
+async def mark_notice(engine: AsyncEngine, notice_id: int, shows: str) -> None:
+    notices = schema.approver_notices
+    async with engine.begin() as conn:
+        await conn.execute(update(notices).where(notices.c.id == notice_id).values(shows=shows))
+
+
+async def drafts_due_for_reminder(engine: AsyncEngine, now: datetime) -> list[str]:
+    """Drafts past half their approval time that were announced and have no reminder yet."""
+    notes, n = schema.credit_notes.c, schema.approver_notices.c
+    halfway_past = text(
+        "credit_notes.created_at + (credit_notes.expires_at - credit_notes.created_at) / 2 <= :now"
+    )
+    announced = select(n.id).where(n.credit_note_id == notes.id, n.kind == NoticeKind.NOTICE).exists()
+    reminded = select(n.id).where(n.credit_note_id == notes.id, n.kind == NoticeKind.REMINDER).exists()
+    async with engine.connect() as conn:
+        rows = await conn.execute(
+            select(notes.id)
+            .where(notes.status == NoteStatus.DRAFT, notes.expires_at > now, announced, ~reminded)
+            .where(halfway_past.bindparams(now=now))
+            .order_by(notes.id)
+        )
+        return list(rows.scalars())
 
 
 async def requesters_of(engine: AsyncEngine, case_ids: list[str]) -> set[str]:

@@ -272,6 +272,21 @@ outbox = Table(
     Column("change", Text, nullable=False),
 )
 
+# What each approver (or the finance channel) was told of a note waiting for them (migration 0007).
+approver_notices = Table(
+    "approver_notices",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column("credit_note_id", Text, ForeignKey("credit_notes.id"), nullable=False),
+    Column("recipient", Text, nullable=False),
+    Column("kind", Text, nullable=False),  # notice | reminder
+    Column("channel", Text),
+    Column("ts", Text),
+    Column("shows", Text, nullable=False, server_default="waiting"),
+    Instant("at", nullable=False, server_default=func.now()),
+    UniqueConstraint("credit_note_id", "recipient", "kind", name="approver_notices_once"),
+)
+
 slack_events = Table(
     "slack_events",
     metadata,

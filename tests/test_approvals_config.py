@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
@@ -32,6 +33,14 @@ def test_values_from_the_environment() -> None:
     assert settings.approval_ttl_hours == 24
 
 
+def test_the_approval_time_takes_decimal_hours() -> None:
+    settings = ApprovalSettings.from_env({"BILLSLEUTH_APPROVAL_TTL_HOURS": "0.50"})
+    assert settings.approval_ttl == timedelta(minutes=30)
+    assert settings.as_env()["BILLSLEUTH_APPROVAL_TTL_HOURS"] == "0.5"
+    whole = ApprovalSettings(approval_ttl_hours=Decimal("72.0"))
+    assert whole.as_env()["BILLSLEUTH_APPROVAL_TTL_HOURS"] == "72"
+
+
 def test_blank_values_mean_the_default() -> None:
     settings = ApprovalSettings.from_env(
         {"BILLSLEUTH_TWO_PERSON_THRESHOLD": "  ", "BILLSLEUTH_APPROVAL_TTL_HOURS": ""}
@@ -50,7 +59,7 @@ def test_blank_values_mean_the_default() -> None:
         ("BILLSLEUTH_DAILY_CREDIT_LIMIT", "-1"),
         ("BILLSLEUTH_DAILY_CREDIT_LIMIT", "NaN"),
         ("BILLSLEUTH_APPROVAL_TTL_HOURS", "0"),
-        ("BILLSLEUTH_APPROVAL_TTL_HOURS", "1.5"),
+        ("BILLSLEUTH_APPROVAL_TTL_HOURS", "1.5h"),
         ("BILLSLEUTH_APPROVAL_TTL_HOURS", "-3"),
     ],
 )

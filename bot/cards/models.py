@@ -285,3 +285,26 @@ class Refusal:
 
     rule: str  # the rule's name: "two-person rule", "one vote each", "requester cannot approve", …
     reason: str  # what happened, in a sentence: "you already approved CN-0001"
+
+
+# ---- telling approvers ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ApproverNoticeView:
+    """A note waiting for approvers, as their notice, reminder or "decided" update shows it."""
+
+    credit_note_id: str
+    amount: Decimal
+    customer: CustomerView  # currency: the invoice's, the note's
+    invoice_id: str
+    case_id: str
+    approvals: int
+    needed: int
+    expires_at: datetime
+    card_link: str | None  # chat.getPermalink of the evidence card; None when the case has no card
+    waiting_for: tuple[str, ...]  # Slack ids of the approvers who can still vote
+    status: CreditNoteStatus = "draft"
+    approved_by: tuple[str, ...] = ()  # Slack ids, in vote order
+    ended_by: str | None = None  # who rejected or cancelled it: a Slack id, or None (BillSleuth itself)
+    reason: str = ""  # the reject's or cancel's reason

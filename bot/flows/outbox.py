@@ -1,4 +1,5 @@
 """Every change reaches Slack, whoever made it: the bot, the CLI, the sweep, another bot process, psql.
+Approvers are told of the notes waiting for them from here too (bot/flows/notices.py).
 
 Triggers write each change of a note or case to the `outbox` table in the transaction that made it, and
 NOTIFY on commit (migration 0006). Here the bot drains it: woken by the notification, or by a poll when
@@ -19,6 +20,7 @@ import psycopg
 
 from bot import store
 from bot.flows.home import publish_home
+from bot.flows.notices import remind_approvers, tell_approvers
 from bot.flows.show import redraw_if_behind
 from bot.runtime import BotRuntime
 
@@ -51,6 +53,7 @@ async def _deliver(runtime: BotRuntime, changes: list[store.Change]) -> set[str]
     for case_id in _cases_of(changes):
         try:
             await redraw_if_behind(runtime, case_id)
+            await tell_approvers(runtime, case_id)
         except Exception:
             log.exception("could not show a change of case %s in Slack; trying again later", case_id)
             failed.add(case_id)
@@ -107,7 +110,10 @@ async def _notified(listener: psycopg.AsyncConnection, timeout: float) -> bool:
 
 
 async def _deliver_logged(runtime: BotRuntime) -> None:
+    """Deliver the outbox, then remind approvers whose notes are halfway to expiry; a failure is logged
+    and tried again at the next wake-up, so the watch itself never dies of one."""
     try:
         await deliver_changes(runtime)
+        await remind_approvers(runtime)
     except Exception:
         log.exception("could not deliver the outbox; trying again at the next change or poll")

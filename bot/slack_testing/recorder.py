@@ -151,6 +151,7 @@ class SlackRecorder:
             "auth.test": self._auth_test,
             "chat.postMessage": self._chat_post_message,
             "chat.update": self._chat_update,
+            "chat.getPermalink": self._chat_get_permalink,
             "chat.postEphemeral": self._chat_post_ephemeral,
             "views.open": self._views_open,
             "views.update": self._views_update,
@@ -457,7 +458,8 @@ class SlackRecorder:
         }
 
     async def _chat_post_message(self, args: dict[str, Any]) -> dict[str, Any]:
-        channel = _required(args, "channel", "channel_not_found")
+        # As Slack does, a user id as the channel posts in the app's DM with that user (a D… channel).
+        channel = dm_channel(_required(args, "channel", "channel_not_found"))
         text, blocks = _message_content(args)
         ws = self.workspace
         stored = StoredMessage(
@@ -489,6 +491,16 @@ class SlackRecorder:
             stored.blocks = blocks
         stored.updates += 1
         return {"ok": True, "channel": channel, "ts": ts, "text": stored.text, "message": stored.to_slack()}
+
+    async def _chat_get_permalink(self, args: dict[str, Any]) -> dict[str, Any]:
+        channel = _required(args, "channel", "channel_not_found")
+        ts = _required(args, "message_ts", "message_not_found")
+        try:
+            self.message(channel, ts)
+        except LookupError:
+            raise SlackError("message_not_found") from None
+        link = f"https://{self.workspace.team_domain}.slack.com/archives/{channel}/p{ts.replace('.', '')}"
+        return {"ok": True, "channel": channel, "permalink": link}
 
     async def _chat_post_ephemeral(self, args: dict[str, Any]) -> dict[str, Any]:
         channel = _required(args, "channel", "channel_not_found")
@@ -634,6 +646,11 @@ def _token(request: web.Request, args: dict[str, Any]) -> str | None:
         return authorization.removeprefix("Bearer ").strip()
     token = args.pop("token", None)
     return str(token) if token else None
+
+
+def dm_channel(channel: str) -> str:
+    """Where a message to `channel` lands: a user id (U…, W…) means the app's DM with that user."""
+    return "D" + channel[1:] if channel[:1] in ("U", "W") else channel
 
 
 def _required(args: Mapping[str, Any], name: str, error: str) -> str:
