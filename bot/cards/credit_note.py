@@ -96,16 +96,17 @@ def credit_note_card(view: CreditNoteCardView) -> Message:
     if view.decisions:
         blocks.append(section(bid("votes"), _decisions_text(view.decisions)))
     if note.status == "draft":
-        blocks.append(actions(bid("decide"), *_vote_buttons(note, currency)))
+        blocks.append(actions(bid("decide"), *vote_buttons(note, currency)))
     else:
         blocks.append(section(bid("outcome"), _outcome_text(note, view.decisions, currency)))
     if note.cancellable:
-        blocks.append(actions(bid("cancel"), _cancel_button(note, currency)))
+        blocks.append(actions(bid("cancel"), cancel_button(note, currency)))
     check_blocks(blocks, "message", CARD_BLOCKS_JSON_BUDGET)
     return Message(text=_fallback(note, currency), blocks=blocks)
 
 
-def _vote_buttons(note: CreditNoteView, currency: str) -> list[dict[str, object]]:
+def vote_buttons(note: CreditNoteView, currency: str) -> list[dict[str, object]]:
+    """Approve and Reject, each asking "are you sure?" with the note id and amount (the card and Home)."""
     what = f"{note.id} for {amount(note.amount, currency)} on {note.invoice_id}"
     return [
         button(
@@ -133,7 +134,8 @@ def _vote_buttons(note: CreditNoteView, currency: str) -> list[dict[str, object]
     ]
 
 
-def _cancel_button(note: CreditNoteView, currency: str) -> dict[str, object]:
+def cancel_button(note: CreditNoteView, currency: str) -> dict[str, object]:
+    """Cancel for an approved note never issued, with its own "are you sure?" (the card and Home)."""
     text = (
         f"Cancel credit note {note.id} for {amount(note.amount, currency)} on {note.invoice_id}? It was "
         "approved but never issued; cancelled, it never will be. You will be asked for a reason."

@@ -9,7 +9,6 @@ from bot.cards.blocks import (
     Block,
     actions,
     amount,
-    button,
     clip,
     context,
     divider,
@@ -19,12 +18,13 @@ from bot.cards.blocks import (
     section,
     slack_time,
 )
-from bot.cards.credit_note import approvals_line
-from bot.cards.ids import APPROVE_ACTION_ID, REJECT_ACTION_ID, block_id
+from bot.cards.credit_note import approvals_line, cancel_button, vote_buttons
+from bot.cards.ids import block_id
 from bot.cards.limits import CardLimitError, view_problems
 from bot.cards.models import CaseSummaryView, HomeView, PendingNoteView
 
 MAX_PENDING_SHOWN = 20  # three blocks each
+MAX_HELD_SHOWN = 5  # two blocks each: with the rest, Home stays under Slack's 100 blocks
 MAX_CASES_SHOWN = 20  # one block each
 MAX_COMPLAINT = 200
 
@@ -33,6 +33,8 @@ def home_view(view: HomeView) -> dict[str, Any]:
     blocks: list[Block] = [header("home_head", "BillSleuth")]
     if view.is_approver:
         blocks.extend(_pending_blocks(view))
+        blocks.extend(_held_blocks(view))
+        blocks.append(context("home_credit_left", _credit_left_text(view)))
     else:
         blocks.append(
             context(
@@ -71,19 +73,56 @@ def _pending_note(item: PendingNoteView) -> list[Block]:
     return [
         section(
             bid("note"),
-            f"*{escape(note.id)}* · {amount(note.amount, item.customer.currency)} on "
-            f"`{escape(note.invoice_id)}` · {clip(item.customer.name, 80)} (`{escape(item.customer.id)}`)\n"
-            f"{clip(note.reason, 300)}\n"
+            f"{_note_line(item)}\n{clip(note.reason, 300)}\n"
             f"{approvals_line(note)} · expires {slack_time(note.expires_at)} · "
             f"`/billsleuth show {escape(note.id)}` for the evidence",
         ),
-        actions(
-            bid("decide"),
-            button("Approve", APPROVE_ACTION_ID, note.id, style="primary"),
-            button("Reject", REJECT_ACTION_ID, note.id, style="danger"),
-        ),
+        actions(bid("decide"), *vote_buttons(note, item.customer.currency)),
         divider(bid("split")),
     ]
+
+
+def _held_blocks(view: HomeView) -> list[Block]:
+    if not view.held:
+        return []
+    blocks: list[Block] = [
+        section("home_held", f"*Approved, held by the daily credit limit* ({len(view.held)})"),
+        context("home_held_why", "Each is issued once today's limit has room; an approver may cancel it."),
+    ]
+    for item in view.held[:MAX_HELD_SHOWN]:
+        blocks.extend(_held_note(item))
+    if len(view.held) > MAX_HELD_SHOWN:
+        left = len(view.held) - MAX_HELD_SHOWN
+        blocks.append(context("home_held_more", f"_…and {left} more — `/billsleuth list` for all_"))
+    return blocks
+
+
+def _held_note(item: PendingNoteView) -> list[Block]:
+    note = item.credit_note
+
+    def bid(part: str) -> str:
+        return block_id("home", note.id, part, item.revision)
+
+    return [
+        section(bid("held"), _note_line(item)),
+        actions(bid("cancel"), cancel_button(note, item.customer.currency)),
+    ]
+
+
+def _note_line(item: PendingNoteView) -> str:
+    note, customer = item.credit_note, item.customer
+    return (
+        f"*{escape(note.id)}* · {amount(note.amount, customer.currency)} on `{escape(note.invoice_id)}` · "
+        f"{clip(customer.name, 80)} (`{escape(customer.id)}`)"
+    )
+
+
+def _credit_left_text(view: HomeView) -> str:
+    if not view.credit_left:
+        return "Daily credit limit (UTC): nothing issued today."
+    return "Left today under the daily credit limit (UTC): " + ", ".join(
+        f"{amount(c.left, c.currency)} of {amount(c.limit, c.currency)}" for c in view.credit_left
+    )
 
 
 def _case_blocks(view: HomeView) -> list[Block]:

@@ -272,11 +272,26 @@ class CaseSummaryView:
 
 
 @dataclass(frozen=True)
+class CreditLeftView:
+    """One currency's daily credit limit and what today (UTC) has used of it."""
+
+    currency: str
+    limit: Decimal
+    issued_today: Decimal
+
+    @property
+    def left(self) -> Decimal:
+        return max(self.limit - self.issued_today, Decimal(0))
+
+
+@dataclass(frozen=True)
 class HomeView:
     user_id: str
     is_approver: bool
     pending: Sequence[PendingNoteView] = ()  # shown to approvers, with buttons
     open_cases: Sequence[CaseSummaryView] = field(default_factory=tuple)  # the user's own cases
+    held: Sequence[PendingNoteView] = ()  # approved, held by the daily limit: approvers may cancel them
+    credit_left: Sequence[CreditLeftView] = ()  # today's room under the daily limit, per currency
 
 
 @dataclass(frozen=True)

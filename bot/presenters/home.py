@@ -1,8 +1,10 @@
-"""App Home's read model: the notes waiting for a decision (for approvers) and the user's own open cases."""
+"""App Home's read model: for approvers, the notes waiting for a decision, the approved ones the daily limit
+holds and today's room under that limit; for everyone, their own open cases."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -10,7 +12,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from agent.cases import CaseService
 from agent.state import SETTLED, CaseStatus
 from approvals import queries
-from bot.cards.models import CaseSummaryView, CustomerView, HomeView, PendingNoteView
+from approvals.config import ApprovalSettings
+from approvals.limits import issued_today, utc_day
+from approvals.models import CreditNoteView as Note
+from approvals.models import NoteStatus
+from bot.cards.models import CaseSummaryView, CreditLeftView, CustomerView, HomeView, PendingNoteView
 from bot.presenters.notes import card_revision, note_model
 from engine import schema
 
@@ -20,16 +26,60 @@ DONE_FOR_THE_REQUESTER = (CaseStatus.EXPLAINED, *SETTLED)
 
 async def home(service: CaseService, user_id: str, is_approver: bool) -> HomeView:
     engine = service.engine
-    pending: list[PendingNoteView] = []
-    if is_approver:
-        notes = await queries.list_pending(engine)
-        customers = await _customers_of_invoices(engine, [n.invoice_id for n in notes])
-        pending = [
-            PendingNoteView(note_model(n), n.case_id or "—", customers[n.invoice_id], card_revision(n))
-            for n in notes
-            if n.invoice_id in customers
+    open_cases = await open_cases_of(engine, user_id)
+    if not is_approver:
+        return HomeView(user_id, is_approver, (), open_cases)
+    pending = await _note_views(engine, await queries.list_pending(engine))
+    held = await _note_views(engine, await _held_notes(engine), held=True)
+    currencies = {v.customer.currency for v in (*pending, *held)}
+    credit_left = await _credit_left(engine, service.approval_settings, currencies)
+    return HomeView(user_id, is_approver, pending, open_cases, held, credit_left)
+
+
+async def _note_views(
+    engine: AsyncEngine, notes: Sequence[Note], *, held: bool = False
+) -> list[PendingNoteView]:
+    customers = await _customers_of_invoices(engine, [n.invoice_id for n in notes])
+    return [
+        PendingNoteView(
+            note_model(n, held_by_budget=held), n.case_id or "—", customers[n.invoice_id], card_revision(n)
+        )
+        for n in notes
+        if n.invoice_id in customers
+    ]
+
+
+async def _held_notes(engine: AsyncEngine) -> list[Note]:
+    """Approved notes whose cases still wait: what the daily limit holds (agent.state.held_by_daily_limit)."""
+    notes, cases = schema.credit_notes.c, schema.cases.c
+    async with engine.connect() as conn:
+        ids = await conn.execute(
+            select(notes.id)
+            .join_from(schema.credit_notes, schema.cases, notes.case_id == cases.id)
+            .where(notes.status == NoteStatus.APPROVED, cases.status == CaseStatus.AWAITING_APPROVAL)
+            .order_by(notes.created_at, notes.id)
+        )
+        return [await queries.view_in(conn, note_id) for note_id in ids.scalars().all()]
+
+
+async def _credit_left(
+    engine: AsyncEngine, settings: ApprovalSettings, currencies: set[str]
+) -> list[CreditLeftView]:
+    """Today's room per currency: those of the notes shown, those issued in today, those with a limit."""
+    notes = schema.credit_notes.c
+    now = datetime.now(UTC)
+    start, end = utc_day(now)
+    async with engine.connect() as conn:
+        issued = await conn.execute(
+            select(notes.currency).distinct().where(notes.issued_at >= start, notes.issued_at < end)
+        )
+        shown = sorted(
+            currencies | {c for c in issued.scalars() if c} | dict(settings.currency_daily_limits).keys()
+        )
+        return [
+            CreditLeftView(code, settings.daily_limit_for(code), await issued_today(conn, now, code))
+            for code in shown
         ]
-    return HomeView(user_id, is_approver, pending, await open_cases_of(engine, user_id))
 
 
 async def open_cases_of(engine: AsyncEngine, user_id: str) -> list[CaseSummaryView]:

@@ -43,7 +43,7 @@ from tests.bot.helpers import (
     snapshot,
 )
 
-ALICE, BOB, _ = FINANCE
+ALICE, BOB, CAROL = FINANCE
 EARLIER, HELD_BACK = "C-0011", "C-0001"  # 26.02, then 174.90: past a 190.00 day together, not alone
 
 
@@ -247,3 +247,22 @@ async def test_cancel_through_the_slash_command_needs_a_reason(
     assert buttons(card) == [] and f"Cancelled by <@{ALICE}>: paid by hand" in all_text(card.blocks)
     assert len(customer_replies(slack, opened)) == 1
     assert "already cancelled; nothing changed" in (await slash(f"cancel {note_id} again", BOB))["text"]
+
+
+async def test_an_approvers_home_shows_held_notes_with_cancel_and_todays_room_under_the_limit(
+    slack: SlackRecorder, tight: tuple[RunningBot, SignedClient]
+) -> None:
+    bot, client = tight
+    opened = await held_note(slack, client, bot)
+    assert (await client.send(p.app_home_opened(user=CAROL))).status == 200
+    await bot.settled()
+    home = slack.home(CAROL)
+    assert home is not None
+    assert_valid_view(home)
+    words = all_text(home["blocks"])
+    assert "held by the daily credit limit" in words and opened.credit_note_id in words
+    issued_first = Decimal(scenario(EARLIER)["truth"]["overcharge"])
+    assert f"{Decimal('190.00') - issued_first:.2f} USD of 190.00 USD" in words  # today's room, per currency
+    (cancel,) = [e for b in home["blocks"] if b["type"] == "actions" for e in b["elements"]]
+    assert cancel["action_id"] == CANCEL_ACTION_ID and cancel["value"] == opened.credit_note_id
+    assert opened.credit_note_id in cancel["confirm"]["text"]["text"]

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from approvals.models import Rule
-from bot.cards import APPROVE_ACTION_ID
+from bot.cards import APPROVE_ACTION_ID, REJECT_ACTION_ID
 from bot.grammar import (
     HELP_TEXT,
     Decide,
@@ -212,6 +212,11 @@ async def test_approving_from_app_home_updates_the_card_in_the_thread_and_the_ho
     home = slack.home(ALICE)
     assert home is not None
     block_id, element = p.find_element(home["blocks"], APPROVE_ACTION_ID, opened.credit_note_id)
+    # Money buttons ask first, naming the note and the amount, on Home as on the card.
+    for action_id in (APPROVE_ACTION_ID, REJECT_ACTION_ID):
+        _, button = p.find_element(home["blocks"], action_id, opened.credit_note_id)
+        asked = button["confirm"]["text"]["text"]
+        assert opened.credit_note_id in asked and opened.scenario["truth"]["overcharge"] in asked
     clicked = p.view_block_actions(user=ALICE, action=element, block_id=block_id, view=home)
     assert (await client.send(clicked)).status == 200
     await bot.settled()
