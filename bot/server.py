@@ -107,7 +107,7 @@ class BillSleuthApp(AsyncApp):
 def create_web_client(settings: SlackSettings) -> AsyncWebClient:
     """The Web API client: SLACK_API_URL as its base, and retries on connection errors and HTTP 429."""
     return AsyncWebClient(
-        token=settings.bot_token,
+        token=settings.bot_token.get_secret_value(),
         base_url=settings.api_url,
         retry_handlers=[
             AsyncConnectionErrorRetryHandler(max_retry_count=2),
@@ -138,7 +138,7 @@ def create_app(
     background: BackgroundWork | None = None,
 ) -> BillSleuthApp:
     """The Bolt app with signature verification on; `register_listeners(app)` adds the listeners."""
-    if not settings.bot_token:
+    if not settings.bot_token.get_secret_value():
         raise SlackConfigError("SLACK_BOT_TOKEN is not set")
     app = BillSleuthApp(
         settings,
@@ -147,7 +147,7 @@ def create_app(
         client=create_web_client(settings),
         # An empty secret would make an HMAC anyone can compute; Socket Mode needs none, so an unknown
         # random one keeps HTTP requests failing verification until SLACK_SIGNING_SECRET is set.
-        signing_secret=settings.signing_secret or secrets.token_hex(32),
+        signing_secret=settings.signing_secret.get_secret_value() or secrets.token_hex(32),
         request_verification_enabled=True,
         process_before_response=False,  # ack first, keep working after: see the module docstring
     )
@@ -236,7 +236,7 @@ async def run_http(
 async def start_socket_mode(app: BillSleuthApp) -> AsyncSocketModeHandler:
     """Open the Socket Mode connection (apps.connections.open with the app token, then a WebSocket)."""
     app.settings.require("socket")
-    handler = AsyncSocketModeHandler(app, app_token=app.settings.app_token)
+    handler = AsyncSocketModeHandler(app, app_token=app.settings.app_token.get_secret_value())
     await handler.connect_async()
     return handler
 

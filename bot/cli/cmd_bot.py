@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"--port must be from 0 to 65535, got {args.port}")
     try:
         settings = SlackSettings.from_env()
-        mode = "http" if args.http or not settings.app_token else "socket"
+        mode = "http" if args.http or not settings.app_token.get_secret_value() else "socket"
         settings.require(mode)
         configuration = Configuration.from_env()
         approvals = ApprovalSettings.from_env()
