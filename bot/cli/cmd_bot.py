@@ -25,11 +25,12 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
     import logging
 
-    from agent.configuration import Configuration, ConfigurationError
-    from approvals.config import ApprovalSettings, SettingsError
+    from agent.configuration import Configuration
+    from approvals.config import ApprovalSettings
     from bot.config import SlackConfigError, SlackSettings
     from bot.server import prepare_database, run_bot
     from engine.db import database_url
+    from engine.settings import SettingsError
 
     if args.port is not None and not 0 <= args.port <= 65535:
         raise CommandError(f"--port must be from 0 to 65535, got {args.port}")
@@ -39,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
         settings.require(mode)
         configuration = Configuration.from_env()
         approvals = ApprovalSettings.from_env()
-    except (SlackConfigError, ConfigurationError, SettingsError) as error:
+    except SettingsError as error:  # Slack's, the investigator's or the policy's
         raise CommandError(str(error)) from None
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     url = database_url()
