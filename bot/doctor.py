@@ -239,11 +239,23 @@ async def check_approvers() -> list[Check]:
     ]
 
 
+async def check_logs() -> list[Check]:
+    from engine.logcontext import LogSettings
+    from engine.settings import SettingsError
+
+    try:
+        chosen = LogSettings.from_env().format
+    except SettingsError as error:
+        return [Check("log format", "fail", str(error), "set BILLSLEUTH_LOG_FORMAT=text or json")]
+    return [Check("log format", "ok", "json, one object a line" if chosen == "json" else "text")]
+
+
 CHECKS: tuple[Callable[[], Awaitable[list[Check]]], ...] = (
     check_database,
     check_approvers,
     check_model,
     check_slack,
+    check_logs,
 )
 
 

@@ -23,13 +23,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import asyncio
-    import logging
 
     from agent.configuration import Configuration
     from approvals.config import ApprovalSettings
     from bot.config import SlackConfigError, SlackSettings
     from bot.server import prepare_database, run_bot
     from engine.db import database_url
+    from engine.logcontext import setup_logging
     from engine.settings import SettingsError
 
     if args.port is not None and not 0 <= args.port <= 65535:
@@ -40,9 +40,9 @@ def run(args: argparse.Namespace) -> int:
         settings.require(mode)
         configuration = Configuration.from_env()
         approvals = ApprovalSettings.from_env()
-    except SettingsError as error:  # Slack's, the investigator's or the policy's
+        setup_logging()
+    except SettingsError as error:  # Slack's, the investigator's, the policy's or the log format's
         raise CommandError(str(error)) from None
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     url = database_url()
 
     async def serve() -> None:
