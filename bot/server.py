@@ -55,6 +55,7 @@ from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.async_context import AsyncBoltContext
+from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
@@ -80,6 +81,7 @@ from bot.runtime import (
     BotRuntime,
 )
 from engine import migrate
+from engine.logcontext import bind
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +104,13 @@ class BillSleuthApp(AsyncApp):
         super().__init__(**kwargs)
         self.settings = settings
         self.background = background
+
+    async def async_dispatch(self, req: AsyncBoltRequest) -> BoltResponse:
+        # Every log line of this request, and of the work its listeners start, names it: the Events API's
+        # event_id, else an interaction's trigger_id. Not a global middleware: Bolt's async next() only
+        # flags that it was called, and the listeners run after the middleware has returned.
+        with bind(event_id=req.body.get("event_id") or req.body.get("trigger_id")):
+            return await super().async_dispatch(req)
 
 
 def create_web_client(settings: SlackSettings) -> AsyncWebClient:
