@@ -23,7 +23,7 @@ class ConfigurationError(SettingsError):
 
 
 def _whole_number(variable: str, value: object, minimum: int) -> object:
-    """A bound from the environment: a whole number, at least `minimum`. Code may set any (tests use 0.5 s)."""
+    """A bound from the environment: a whole number, at least `minimum`; code may set any (0.5 s in tests)."""
     if not isinstance(value, str):
         return value
     try:
