@@ -27,6 +27,7 @@ from approvals.config import ApprovalSettings
 from approvals.models import NO_MONEY, ApprovalRefused, CreditNoteView, DecisionOutcome, NoteStatus, Rule
 from engine import schema
 from engine.db import create_engine
+from engine.logcontext import bind
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +152,9 @@ class CaseService:
                 context=self._context(on_progress),
                 durability=self._investigation_durability(),
             )
-            return await self.sync_case(case_id, values)  # under the lock: no resume can be newer
+            case = await self.sync_case(case_id, values)  # under the lock: no resume can be newer
+            log.info("case %s investigated: %s", case_id, case["status"])  # one line per case, for ops
+            return case
 
     async def _take_up(self, case_id: str, message_ts: str | None = None) -> bool:
         """queued → investigating, under the case lock; False when another run already took it up."""
@@ -561,7 +564,8 @@ class CaseService:
                     (await conn.execute(text("SELECT pg_try_advisory_lock(hashtext(:key))"), key)).scalar()
                 )
             try:
-                yield taken
+                with bind(case_id=case_id):  # every log line of this run names the case
+                    yield taken
             finally:
                 if taken:
                     await conn.execute(text("SELECT pg_advisory_unlock(hashtext(:key))"), key)

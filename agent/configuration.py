@@ -3,68 +3,93 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, Self
 
+from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agent.tools import LedgerCache
 from approvals.config import ApprovalSettings
+from engine.settings import EnvSettings, SettingsError
 
 Investigator = Literal["offline", "llm"]
+INVESTIGATOR = "BILLSLEUTH_INVESTIGATOR"
 
 
-class ConfigurationError(ValueError):
+class ConfigurationError(SettingsError):
     pass
 
 
-def _int_env(name: str, default: int, *, minimum: int = 1) -> int:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
+def _whole_number(variable: str, value: object, minimum: int) -> object:
+    """A bound from the environment: a whole number, at least `minimum`; code may set any (0.5 s in tests)."""
+    if not isinstance(value, str):
+        return value
     try:
-        value = int(raw)
+        number = int(value)
     except ValueError:
-        raise ConfigurationError(f"{name} must be a whole number, got {raw!r}") from None
-    if value < minimum:
-        raise ConfigurationError(f"{name} must be at least {minimum}, got {value}")
-    return value
+        raise ConfigurationError(f"{variable} must be a whole number, got {value!r}") from None
+    if number < minimum:
+        raise ConfigurationError(f"{variable} must be at least {minimum}, got {number}")
+    return number
 
 
-@dataclass(frozen=True)
-class Configuration:
-    investigator: Investigator = "offline"
-    model: str = "gpt-4o-mini"
-    base_url: str | None = None
-    api_key: str | None = None
-    max_steps: int = 12  # model turns before the case is escalated
-    max_tokens: int = 1200  # per model reply
+class Configuration(EnvSettings):
+    error: ClassVar[type[SettingsError]] = ConfigurationError
+
+    # Default: llm when OPENAI_API_KEY is set, else offline (see _choose_investigator).
+    investigator: Investigator = Field("offline", validation_alias=INVESTIGATOR)
+    model: str = Field("gpt-4o-mini", validation_alias="BILLSLEUTH_MODEL")
+    base_url: str | None = Field(None, validation_alias="OPENAI_BASE_URL")
+    api_key: SecretStr | None = Field(None, validation_alias="OPENAI_API_KEY")
+    # model turns before the case is escalated
+    max_steps: int = Field(12, validation_alias="BILLSLEUTH_MAX_STEPS")
+    max_tokens: int = Field(1200, validation_alias="BILLSLEUTH_MAX_TOKENS")  # per model reply
     max_invalid_calls: int = 3  # malformed or unknown tool calls tolerated before escalation
-    request_timeout_s: float = 30.0
-    max_retries: int = 2
+    request_timeout_s: float = Field(30.0, validation_alias="BILLSLEUTH_MODEL_TIMEOUT")
+    max_retries: int = Field(2, validation_alias="BILLSLEUTH_MODEL_RETRIES")
 
     @classmethod
-    def from_env(cls, investigator: str | None = None) -> Configuration:
+    def from_env(cls, env: Mapping[str, str] | None = None, *, investigator: str | None = None) -> Self:
         """From the environment; `investigator` (a command-line flag) outranks BILLSLEUTH_INVESTIGATOR."""
-        api_key = os.environ.get("OPENAI_API_KEY", "").strip() or None
-        chosen = (investigator or os.environ.get("BILLSLEUTH_INVESTIGATOR", "")).strip().lower()
-        if not chosen:
-            chosen = "llm" if api_key else "offline"
+        env = os.environ if env is None else env
+        return super().from_env({**env, INVESTIGATOR: investigator} if investigator else env)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _choose_investigator(cls, data: Any) -> Any:
+        if isinstance(data, dict) and not data.get("investigator"):
+            return {**data, "investigator": "llm" if data.get("api_key") else "offline"}
+        return data
+
+    @field_validator("investigator", mode="before")
+    @classmethod
+    def _investigator(cls, value: object) -> str:
+        chosen = str(value).strip().lower()
         if chosen not in ("offline", "llm"):
-            raise ConfigurationError(f"BILLSLEUTH_INVESTIGATOR must be offline or llm, got {chosen!r}")
-        if chosen == "llm" and not api_key:
-            raise ConfigurationError("BILLSLEUTH_INVESTIGATOR=llm needs OPENAI_API_KEY")
-        return cls(
-            investigator=chosen,  # type: ignore[arg-type]
-            model=os.environ.get("BILLSLEUTH_MODEL", "").strip() or "gpt-4o-mini",
-            base_url=os.environ.get("OPENAI_BASE_URL", "").strip() or None,
-            api_key=api_key,
-            max_steps=_int_env("BILLSLEUTH_MAX_STEPS", 12),
-            max_tokens=_int_env("BILLSLEUTH_MAX_TOKENS", 1200),
-            request_timeout_s=float(_int_env("BILLSLEUTH_MODEL_TIMEOUT", 30)),
-            max_retries=_int_env("BILLSLEUTH_MODEL_RETRIES", 2, minimum=0),
-        )
+            raise ConfigurationError(f"{INVESTIGATOR} must be offline or llm, got {chosen!r}")
+        return chosen
+
+    @field_validator("max_steps", "max_tokens", "request_timeout_s", mode="before")
+    @classmethod
+    def _at_least_one(cls, value: object, info: ValidationInfo) -> object:
+        return _whole_number(cls.variable(info.field_name or ""), value, 1)
+
+    @field_validator("max_retries", mode="before")
+    @classmethod
+    def _at_least_zero(cls, value: object) -> object:
+        return _whole_number("BILLSLEUTH_MODEL_RETRIES", value, 0)
+
+    def openai_key(self) -> str | None:
+        """The key in clear, for the OpenAI client only: everywhere else it stays masked."""
+        return self.api_key.get_secret_value() if self.api_key else None
+
+    @model_validator(mode="after")
+    def _llm_has_a_key(self) -> Self:
+        if self.investigator == "llm" and self.api_key is None:
+            raise ConfigurationError(f"{INVESTIGATOR}=llm needs OPENAI_API_KEY")
+        return self
 
 
 @dataclass

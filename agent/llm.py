@@ -288,7 +288,7 @@ async def investigate_with_model(
     ]
     try:
         client = AsyncOpenAI(
-            api_key=configuration.api_key,
+            api_key=configuration.openai_key(),
             base_url=configuration.base_url,
             timeout=configuration.request_timeout_s,
             max_retries=configuration.max_retries,

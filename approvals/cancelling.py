@@ -26,6 +26,7 @@ from approvals.models import ApprovalRefused, DecisionOutcome, NoteStatus, Rule
 from approvals.policy import utc_now
 from approvals.queries import note_row_in, votes_in
 from engine import schema as t
+from engine.logcontext import bind
 
 CANCEL = "cancel"
 
@@ -44,22 +45,23 @@ async def cancel(
 ) -> DecisionOutcome:
     """One approver cancels an approved, never-issued note. `changed` is False when it was already
     cancelled. Raises ApprovalRefused (recorded; nothing else changes), UnknownCreditNote."""
-    ballot = Ballot(
-        credit_note_id, approver, CANCEL, (reason or "").strip(), requester, approver_is_bot, source
-    )
-    try:
-        async with engine.begin() as conn:
-            note = await note_row_in(conn, credit_note_id, lock=True)
-            check_identity(ballot, settings)
-            await check_not_requester(conn, ballot, note.case_id)
-            if not ballot.comment:
-                raise ApprovalRefused(Rule.REASON_REQUIRED, "a cancel needs a reason")
-            return await _cancel_locked(
-                conn, note, ballot.actor_type, approver, ballot.comment, now or utc_now(), source
-            )
-    except ApprovalRefused as refusal:
-        await record_refused(engine, ballot, refusal)
-        raise
+    with bind(credit_note_id=credit_note_id):
+        ballot = Ballot(
+            credit_note_id, approver, CANCEL, (reason or "").strip(), requester, approver_is_bot, source
+        )
+        try:
+            async with engine.begin() as conn:
+                note = await note_row_in(conn, credit_note_id, lock=True)
+                check_identity(ballot, settings)
+                await check_not_requester(conn, ballot, note.case_id)
+                if not ballot.comment:
+                    raise ApprovalRefused(Rule.REASON_REQUIRED, "a cancel needs a reason")
+                return await _cancel_locked(
+                    conn, note, ballot.actor_type, approver, ballot.comment, now or utc_now(), source
+                )
+        except ApprovalRefused as refusal:
+            await record_refused(engine, ballot, refusal)
+            raise
 
 
 async def cancel_held_too_long(

@@ -6,14 +6,16 @@ Tests build `ApprovalSettings(...)` directly with explicit values; the same chec
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from datetime import timedelta
 from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from engine.money import expressible, held_to_cents, minor_unit
+from engine.settings import EnvSettings, SettingsError
 
 APPROVERS = "BILLSLEUTH_APPROVERS"
 TWO_PERSON_THRESHOLD = "BILLSLEUTH_TWO_PERSON_THRESHOLD"
@@ -43,10 +45,6 @@ DEFAULT_HOLD_MAX_DAYS = 7
 SLACK_USER_ID = re.compile(r"[UW][A-Z0-9]{2,}")
 CURRENCY_CODE = re.compile(r"[A-Z]{3}")  # ISO 4217 alphabetic code
 SLACKBOT = "USLACKBOT"  # Slack's own bot has a user-shaped id; bot ids (B…) are not user ids at all
-
-
-class SettingsError(ValueError):
-    """A configuration value is unusable; the message names the variable."""
 
 
 def is_slack_user_id(value: str) -> bool:
@@ -139,10 +137,6 @@ def _hours(variable: str, value: object) -> Decimal:
     return hours.quantize(Decimal(1)) if hours == hours.to_integral_value() else hours.normalize()
 
 
-def _days(variable: str, value: object) -> int:
-    return _whole(variable, value, "days")
-
-
 def _switch(variable: str, value: object) -> bool:
     """`on` or `off` (a bool from code); anything else is a mistake worth naming, not a silent off."""
     if isinstance(value, bool):
@@ -164,44 +158,77 @@ def _approvers(variable: str, value: str | Iterable[str]) -> frozenset[str]:
     return frozenset(ids)
 
 
-@dataclass(frozen=True)
-class ApprovalSettings:
+class ApprovalSettings(EnvSettings):
     """The policy: who may approve, when two people must, how much may leave per UTC day, how long a draft
     lives, how long an approved note may be held by the daily limit, who is support staff, and whether the
     CLI may decide. The database stores the one in force (approvals.policy_store)."""
 
-    approvers: frozenset[str] = frozenset()  # empty: nobody can approve
-    two_person_threshold: Decimal = DEFAULT_TWO_PERSON_THRESHOLD
-    daily_credit_limit: Decimal = DEFAULT_DAILY_CREDIT_LIMIT
-    approval_ttl_hours: Decimal | int = DEFAULT_APPROVAL_TTL_HOURS
-    hold_max_days: int = DEFAULT_HOLD_MAX_DAYS  # an approved note held by the daily limit is cancelled after
-    # Per-currency daily limits (`JPY:750000` in the variable); a currency not named has daily_credit_limit.
-    currency_daily_limits: tuple[tuple[str, Decimal], ...] | Mapping[str, Decimal] = field(default=())
-    support: frozenset[str] = frozenset()  # Slack user IDs of support staff (may open and read cases)
-    cli_decisions: bool = False  # approve/reject/cancel from the CLI: a break-glass door, shut by default
+    approvers: frozenset[str] = Field(frozenset(), validation_alias=APPROVERS)  # empty: nobody can approve
+    two_person_threshold: Decimal = Field(DEFAULT_TWO_PERSON_THRESHOLD, validation_alias=TWO_PERSON_THRESHOLD)
+    daily_credit_limit: Decimal = Field(DEFAULT_DAILY_CREDIT_LIMIT, validation_alias=DAILY_CREDIT_LIMIT)
+    # Decimals allowed: 0.5 is half an hour.
+    approval_ttl_hours: Decimal = Field(
+        Decimal(DEFAULT_APPROVAL_TTL_HOURS), validation_alias=APPROVAL_TTL_HOURS
+    )
+    # An approved note held by the daily limit longer than this is cancelled.
+    hold_max_days: int = Field(DEFAULT_HOLD_MAX_DAYS, validation_alias=HOLD_MAX_DAYS)
+    # Per-currency daily limits (`JPY:750000` in BILLSLEUTH_DAILY_CREDIT_LIMIT); code may pass a mapping.
+    # A currency not named has daily_credit_limit.
+    currency_daily_limits: tuple[tuple[str, Decimal], ...] = ()
+    support: frozenset[str] = Field(frozenset(), validation_alias=SUPPORT)  # may open and read cases
+    # approve/reject/cancel from the CLI: a break-glass door, shut by default
+    cli_decisions: bool = Field(False, validation_alias=CLI_DECISIONS)
 
-    def __post_init__(self) -> None:
-        # Normalise and validate whatever the caller passed (a list of IDs, "300" as a string, …).
-        set_ = object.__setattr__
-        set_(self, "approvers", _approvers(APPROVERS, self.approvers))
-        set_(self, "support", _approvers(SUPPORT, self.support))
-        set_(
-            self,
-            "two_person_threshold",
-            _amount(TWO_PERSON_THRESHOLD, self.two_person_threshold, allow_zero=False),
-        )
-        set_(
-            self, "daily_credit_limit", _amount(DAILY_CREDIT_LIMIT, self.daily_credit_limit, allow_zero=True)
-        )
-        set_(self, "approval_ttl_hours", _hours(APPROVAL_TTL_HOURS, self.approval_ttl_hours))
-        set_(self, "hold_max_days", _days(HOLD_MAX_DAYS, self.hold_max_days))
-        set_(self, "currency_daily_limits", _currency_limits(DAILY_CREDIT_LIMIT, self.currency_daily_limits))
-        set_(self, "cli_decisions", _switch(CLI_DECISIONS, self.cli_decisions))
+    @model_validator(mode="before")
+    @classmethod
+    def _split_daily_limit(cls, data: Any) -> Any:
+        """The variable's text holds the plain limit and the named currencies' (`5000.00,JPY:750000`)."""
+        text = data.get("daily_credit_limit") if isinstance(data, dict) else None
+        if not isinstance(text, str):
+            return data
+        plain, named = _daily_limits(DAILY_CREDIT_LIMIT, text)
+        explicit = _currency_limits(DAILY_CREDIT_LIMIT, data.get("currency_daily_limits", ()))
+        return {**data, "daily_credit_limit": plain, "currency_daily_limits": (*named, *explicit)}
+
+    @field_validator("approvers", "support", mode="before")
+    @classmethod
+    def _people(cls, value: str | Iterable[str], info: ValidationInfo) -> frozenset[str]:
+        return _approvers(cls.variable(info.field_name or ""), value)
+
+    @field_validator("two_person_threshold", mode="before")
+    @classmethod
+    def _threshold(cls, value: object) -> Decimal:
+        return _amount(TWO_PERSON_THRESHOLD, value, allow_zero=False)
+
+    @field_validator("daily_credit_limit", mode="before")
+    @classmethod
+    def _daily_limit(cls, value: object) -> Decimal:
+        return _amount(DAILY_CREDIT_LIMIT, value, allow_zero=True)
+
+    @field_validator("currency_daily_limits", mode="before")
+    @classmethod
+    def _currency_daily_limits(cls, value: object) -> tuple[tuple[str, Decimal], ...]:
+        return _currency_limits(DAILY_CREDIT_LIMIT, value)
+
+    @field_validator("approval_ttl_hours", mode="before")
+    @classmethod
+    def _ttl(cls, value: object) -> Decimal:
+        return _hours(APPROVAL_TTL_HOURS, value)
+
+    @field_validator("hold_max_days", mode="before")
+    @classmethod
+    def _hold(cls, value: object) -> int:
+        return _whole(HOLD_MAX_DAYS, value, "days")
+
+    @field_validator("cli_decisions", mode="before")
+    @classmethod
+    def _cli(cls, value: object) -> bool:
+        return _switch(CLI_DECISIONS, value)
 
     @property
     def approval_ttl(self) -> timedelta:
         """How long a draft waits for its decision before it expires."""
-        return timedelta(seconds=float(Decimal(self.approval_ttl_hours) * 3600))
+        return timedelta(seconds=float(self.approval_ttl_hours * 3600))
 
     def daily_limit_for(self, currency: str) -> Decimal:
         """The credit that may be issued per UTC day in `currency`: its own limit, or the plain one."""
@@ -225,30 +252,3 @@ class ApprovalSettings:
             HOLD_MAX_DAYS: str(self.hold_max_days),
             CLI_DECISIONS: ON if self.cli_decisions else OFF,
         }
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> ApprovalSettings:
-        env = os.environ if environ is None else environ
-
-        def raw(variable: str) -> str:
-            return env.get(variable, "").strip()  # set but blank means "use the default"
-
-        threshold, limit, ttl = raw(TWO_PERSON_THRESHOLD), raw(DAILY_CREDIT_LIMIT), raw(APPROVAL_TTL_HOURS)
-        hold, cli = raw(HOLD_MAX_DAYS), raw(CLI_DECISIONS)
-        daily_limit, currency_limits = (
-            _daily_limits(DAILY_CREDIT_LIMIT, limit) if limit else (DEFAULT_DAILY_CREDIT_LIMIT, ())
-        )
-        return cls(
-            approvers=_approvers(APPROVERS, raw(APPROVERS)),
-            two_person_threshold=(
-                _amount(TWO_PERSON_THRESHOLD, threshold, allow_zero=False)
-                if threshold
-                else DEFAULT_TWO_PERSON_THRESHOLD
-            ),
-            daily_credit_limit=daily_limit,
-            currency_daily_limits=currency_limits,
-            approval_ttl_hours=_hours(APPROVAL_TTL_HOURS, ttl) if ttl else DEFAULT_APPROVAL_TTL_HOURS,
-            hold_max_days=_days(HOLD_MAX_DAYS, hold) if hold else DEFAULT_HOLD_MAX_DAYS,
-            support=_approvers(SUPPORT, raw(SUPPORT)),
-            cli_decisions=_switch(CLI_DECISIONS, cli) if cli else False,
-        )

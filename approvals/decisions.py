@@ -31,6 +31,7 @@ from approvals.models import CLI_SOURCE, ApprovalRefused, DecisionOutcome, NoteS
 from approvals.policy import note_args_hash, utc_now
 from approvals.queries import APPROVE, REJECT, note_row_in, votes_in
 from engine import schema as t
+from engine.logcontext import bind
 
 OUTCOME = {APPROVE: NoteStatus.APPROVED, REJECT: NoteStatus.REJECTED}
 # Statuses that already carry a decision's outcome: issuing is what follows an approval.
@@ -96,24 +97,25 @@ async def decide(
     UnknownCreditNote (a LookupError) for an unknown id, ValueError for a decision other than
     approve/reject. A draft past its expiry is marked expired first, then the vote is refused.
     """
-    if decision not in OUTCOME:
-        raise ValueError(f"decision must be 'approve' or 'reject', not {decision!r}")
-    ballot = Ballot(
-        credit_note_id, approver, decision, (comment or "").strip(), requester, approver_is_bot, source
-    )
-    await expire_if_overdue(engine, credit_note_id, now or utc_now())
-    try:
+    with bind(credit_note_id=credit_note_id):
+        if decision not in OUTCOME:
+            raise ValueError(f"decision must be 'approve' or 'reject', not {decision!r}")
+        ballot = Ballot(
+            credit_note_id, approver, decision, (comment or "").strip(), requester, approver_is_bot, source
+        )
+        await expire_if_overdue(engine, credit_note_id, now or utc_now())
         try:
-            async with engine.begin() as conn:
-                return await _count_vote(conn, ballot, settings, now)
-        except _Overdue as overdue:  # ran out while the vote waited for the note: expire it, then refuse
-            await expire_if_overdue(engine, credit_note_id, overdue.at)
-            raise _expired(credit_note_id) from None
-    except _AlreadyResolved as resolved:
-        return resolved.outcome
-    except ApprovalRefused as refusal:
-        await record_refused(engine, ballot, refusal)
-        raise
+            try:
+                async with engine.begin() as conn:
+                    return await _count_vote(conn, ballot, settings, now)
+            except _Overdue as overdue:  # ran out while the vote waited for the note: expire it, then refuse
+                await expire_if_overdue(engine, credit_note_id, overdue.at)
+                raise _expired(credit_note_id) from None
+        except _AlreadyResolved as resolved:
+            return resolved.outcome
+        except ApprovalRefused as refusal:
+            await record_refused(engine, ballot, refusal)
+            raise
 
 
 async def record_refused(engine: AsyncEngine, ballot: Ballot, refusal: ApprovalRefused) -> None:

@@ -30,6 +30,7 @@ from approvals.models import OPEN_NOTES, IssueOutcome, IssueRefused, NoteStatus,
 from approvals.policy import note_args_hash, utc_now
 from approvals.queries import APPROVE, note_row_in, votes_in
 from engine import schema as t
+from engine.logcontext import bind
 from engine.money import fmt, fmt_amount
 
 HARD_STOP = "budget.hard_stop"
@@ -44,24 +45,25 @@ async def issue(
     note as it stands, credits beyond what was paid, or the daily budget's hard stop (recorded as the
     incident "budget.hard_stop"). UnknownCreditNote (a LookupError) for an unknown id.
     """
-    now = now or utc_now()
-    try:
-        async with engine.begin() as conn:
-            return await _issue(conn, credit_note_id, settings, now)
-    except IssueRefused as refusal:
-        action = HARD_STOP if refusal.rule == Rule.DAILY_CREDIT_LIMIT else "credit_note.issue_refused"
-        await activity.record_refusal(
-            engine,
-            activity.SYSTEM,
-            activity.BILLSLEUTH,
-            action,
-            "credit_note",
-            credit_note_id,
-            rule=refusal.rule,
-            message=refusal.message,
-            details=refusal.details,
-        )
-        raise
+    with bind(credit_note_id=credit_note_id):
+        now = now or utc_now()
+        try:
+            async with engine.begin() as conn:
+                return await _issue(conn, credit_note_id, settings, now)
+        except IssueRefused as refusal:
+            action = HARD_STOP if refusal.rule == Rule.DAILY_CREDIT_LIMIT else "credit_note.issue_refused"
+            await activity.record_refusal(
+                engine,
+                activity.SYSTEM,
+                activity.BILLSLEUTH,
+                action,
+                "credit_note",
+                credit_note_id,
+                rule=refusal.rule,
+                message=refusal.message,
+                details=refusal.details,
+            )
+            raise
 
 
 async def _issue(

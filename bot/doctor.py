@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -29,10 +28,10 @@ class Check:
 
 async def check_database() -> list[Check]:
     from engine import migrate
-    from engine.db import create_engine, database_url
+    from engine.db import DatabaseSettings, create_engine, database_url
     from engine.schema import customers, dataset_info
 
-    where = "DATABASE_URL" if os.environ.get("DATABASE_URL") else "the embedded server"
+    where = "DATABASE_URL" if DatabaseSettings.from_env().url else "the embedded server"
     try:
         url = database_url()
         revision, head = migrate.current_revision(url), migrate.head_revision()
@@ -136,7 +135,7 @@ async def check_slack() -> list[Check]:
     from bot.config import SlackSettings
 
     settings = SlackSettings.from_env()
-    mode = "socket" if settings.app_token else "http"
+    mode = "socket" if settings.app_token.get_secret_value() else "http"
     missing = settings.missing(mode)
     checks: list[Check] = []
     if missing:
@@ -150,9 +149,10 @@ async def check_slack() -> list[Check]:
         )
     else:
         checks.append(Check("slack credentials", "ok", f"{mode} mode configured"))
-    if not settings.bot_token:
+    token = settings.bot_token.get_secret_value()
+    if not token:
         return checks
-    client = AsyncWebClient(token=settings.bot_token, base_url=settings.api_url, timeout=10)
+    client = AsyncWebClient(token=token, base_url=settings.api_url, timeout=10)
     try:
         response = await client.auth_test()
     except SlackApiError as error:
@@ -197,7 +197,7 @@ async def check_model() -> list[Check]:
         ]
     from openai import AsyncOpenAI, OpenAIError
 
-    client = AsyncOpenAI(api_key=config.api_key, base_url=config.base_url, timeout=10, max_retries=0)
+    client = AsyncOpenAI(api_key=config.openai_key(), base_url=config.base_url, timeout=10, max_retries=0)
     try:
         models = [m.id async for m in client.models.list()]
     except OpenAIError as error:
@@ -239,11 +239,23 @@ async def check_approvers() -> list[Check]:
     ]
 
 
+async def check_logs() -> list[Check]:
+    from engine.logcontext import LogSettings
+    from engine.settings import SettingsError
+
+    try:
+        chosen = LogSettings.from_env().format
+    except SettingsError as error:
+        return [Check("log format", "fail", str(error), "set BILLSLEUTH_LOG_FORMAT=text or json")]
+    return [Check("log format", "ok", "json, one object a line" if chosen == "json" else "text")]
+
+
 CHECKS: tuple[Callable[[], Awaitable[list[Check]]], ...] = (
     check_database,
     check_approvers,
     check_model,
     check_slack,
+    check_logs,
 )
 
 

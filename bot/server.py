@@ -55,6 +55,7 @@ from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.async_context import AsyncBoltContext
+from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
@@ -81,6 +82,7 @@ from bot.runtime import (
     BotRuntime,
 )
 from engine import migrate
+from engine.logcontext import bind
 
 log = logging.getLogger(__name__)
 
@@ -104,11 +106,18 @@ class BillSleuthApp(AsyncApp):
         self.settings = settings
         self.background = background
 
+    async def async_dispatch(self, req: AsyncBoltRequest) -> BoltResponse:
+        # Every log line of this request, and of the work its listeners start, names it: the Events API's
+        # event_id, else an interaction's trigger_id. Not a global middleware: Bolt's async next() only
+        # flags that it was called, and the listeners run after the middleware has returned.
+        with bind(event_id=req.body.get("event_id") or req.body.get("trigger_id")):
+            return await super().async_dispatch(req)
+
 
 def create_web_client(settings: SlackSettings) -> AsyncWebClient:
     """The Web API client: SLACK_API_URL as its base, and retries on connection errors and HTTP 429."""
     return AsyncWebClient(
-        token=settings.bot_token,
+        token=settings.bot_token.get_secret_value(),
         base_url=settings.api_url,
         retry_handlers=[
             AsyncConnectionErrorRetryHandler(max_retry_count=2),
@@ -139,7 +148,7 @@ def create_app(
     background: BackgroundWork | None = None,
 ) -> BillSleuthApp:
     """The Bolt app with signature verification on; `register_listeners(app)` adds the listeners."""
-    if not settings.bot_token:
+    if not settings.bot_token.get_secret_value():
         raise SlackConfigError("SLACK_BOT_TOKEN is not set")
     app = BillSleuthApp(
         settings,
@@ -148,7 +157,7 @@ def create_app(
         client=create_web_client(settings),
         # An empty secret would make an HMAC anyone can compute; Socket Mode needs none, so an unknown
         # random one keeps HTTP requests failing verification until SLACK_SIGNING_SECRET is set.
-        signing_secret=settings.signing_secret or secrets.token_hex(32),
+        signing_secret=settings.signing_secret.get_secret_value() or secrets.token_hex(32),
         request_verification_enabled=True,
         process_before_response=False,  # ack first, keep working after: see the module docstring
     )
@@ -237,7 +246,7 @@ async def run_http(
 async def start_socket_mode(app: BillSleuthApp) -> AsyncSocketModeHandler:
     """Open the Socket Mode connection (apps.connections.open with the app token, then a WebSocket)."""
     app.settings.require("socket")
-    handler = AsyncSocketModeHandler(app, app_token=app.settings.app_token)
+    handler = AsyncSocketModeHandler(app, app_token=app.settings.app_token.get_secret_value())
     await handler.connect_async()
     return handler
 

@@ -9,13 +9,15 @@ last one exits.
 from __future__ import annotations
 
 import logging
-import os
 import warnings
 from functools import cache
 from pathlib import Path
 
+from pydantic import Field, SecretStr
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from engine.settings import EnvSettings
 
 log = logging.getLogger(__name__)
 
@@ -24,8 +26,13 @@ class DatabaseUrlError(ValueError):
     """DATABASE_URL is not a Postgres URL we can use."""
 
 
+class DatabaseSettings(EnvSettings):
+    url: SecretStr | None = Field(None, validation_alias="DATABASE_URL")  # secret: it may carry a password
+    home: Path = Field(Path("var"), validation_alias="BILLSLEUTH_HOME")
+
+
 def home() -> Path:
-    return Path(os.environ.get("BILLSLEUTH_HOME", "var")).resolve()
+    return DatabaseSettings.from_env().home.resolve()
 
 
 @cache
@@ -42,10 +49,10 @@ def _embedded_url(pgdata: Path) -> str:
 
 def database_url() -> str:
     """The libpq URL of the database: DATABASE_URL, else the embedded server's."""
-    url = os.environ.get("DATABASE_URL", "").strip()
-    if url:
-        return url
-    return _embedded_url(home() / "pg")
+    settings = DatabaseSettings.from_env()
+    if settings.url is not None:
+        return settings.url.get_secret_value()
+    return _embedded_url(settings.home.resolve() / "pg")
 
 
 def sqlalchemy_url(libpq_url: str) -> URL:

@@ -23,25 +23,26 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import asyncio
-    import logging
 
-    from agent.configuration import Configuration, ConfigurationError
-    from approvals.config import ApprovalSettings, SettingsError
+    from agent.configuration import Configuration
+    from approvals.config import ApprovalSettings
     from bot.config import SlackConfigError, SlackSettings
     from bot.server import prepare_database, run_bot
     from engine.db import database_url
+    from engine.logcontext import setup_logging
+    from engine.settings import SettingsError
 
     if args.port is not None and not 0 <= args.port <= 65535:
         raise CommandError(f"--port must be from 0 to 65535, got {args.port}")
     try:
         settings = SlackSettings.from_env()
-        mode = "http" if args.http or not settings.app_token else "socket"
+        mode = "http" if args.http or not settings.app_token.get_secret_value() else "socket"
         settings.require(mode)
         configuration = Configuration.from_env()
         approvals = ApprovalSettings.from_env()
-    except (SlackConfigError, ConfigurationError, SettingsError) as error:
+        setup_logging()
+    except SettingsError as error:  # Slack's, the investigator's, the policy's or the log format's
         raise CommandError(str(error)) from None
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     url = database_url()
 
     async def serve() -> None:

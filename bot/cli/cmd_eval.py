@@ -74,7 +74,7 @@ def _configuration(investigator: str | None) -> Any:
     if investigator is not None and investigator not in INVESTIGATORS:
         raise CommandError(f"unknown investigator {investigator!r}: use offline or llm")
     try:
-        return Configuration.from_env(investigator)  # the flag outranks the environment
+        return Configuration.from_env(investigator=investigator)  # the flag outranks the environment
     except ConfigurationError as error:
         raise CommandError(str(error)) from None
 

@@ -79,10 +79,9 @@ def run_operation(request: object, *, as_json: bool, render: object = None) -> i
 
     from agent.cases import COMMAND, case_service
     from agent.checkpoint import setup_checkpointer
-    from agent.configuration import ConfigurationError
-    from approvals.config import SettingsError
     from bot.flows.operations import execute
     from bot.grammar import OperationError
+    from engine.settings import SettingsError
 
     url = ready_database()
 
@@ -94,7 +93,7 @@ def run_operation(request: object, *, as_json: bool, render: object = None) -> i
 
     try:
         result = asyncio.run(go())
-    except (OperationError, ConfigurationError, SettingsError) as error:
+    except (OperationError, SettingsError) as error:  # any package's settings
         raise CommandError(str(error)) from None
     if as_json:
         print_json(result.payload)  # type: ignore[attr-defined]

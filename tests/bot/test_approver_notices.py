@@ -5,7 +5,6 @@ have not voted; and those messages updated to say who decided."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from decimal import Decimal
 from typing import Any
 
@@ -75,7 +74,7 @@ async def test_with_a_finance_channel_one_post_names_the_approvers_and_says_who_
     ready_db_url: str, slack: SlackRecorder
 ) -> None:
     sc = first_scenario(action="credit_note", single_approver=True)
-    settings = dataclasses.replace(slack.settings(signing_secret=SECRET), finance_channel=FINANCE_CHANNEL)
+    settings = slack.settings(signing_secret=SECRET).model_copy(update={"finance_channel": FINANCE_CHANNEL})
     async with (
         running_bot(ready_db_url, settings, approval_settings=policy(), **OPTIONS) as bot,
         SignedClient(bot.url, SECRET) as client,

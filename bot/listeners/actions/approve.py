@@ -8,6 +8,7 @@ from slack_bolt.context.async_context import AsyncBoltContext
 
 from bot.flows.decide import Click, approve
 from bot.runtime import runtime_of
+from engine.logcontext import bind_for_task
 
 
 async def approve_clicked(
@@ -16,4 +17,7 @@ async def approve_clicked(
     await ack()
     runtime = runtime_of(context)
     click = Click.from_payload(body, action)
-    runtime.start(approve(runtime, click), name=f"approve {click.credit_note_id} by {click.user_id}")
+    runtime.start(
+        bind_for_task(approve(runtime, click), credit_note_id=click.credit_note_id),
+        name=f"approve {click.credit_note_id} by {click.user_id}",
+    )

@@ -13,6 +13,7 @@ from bot.cards.reject_modal import DECISION_OF_CALLBACK
 from bot.flows.decide import decide_with_reason, slack_source, team_of
 from bot.identity import sent_by_a_bot
 from bot.runtime import runtime_of
+from engine.logcontext import bind_for_task
 
 NEEDS_REASON = {
     "reject": "A reject needs a reason: say what is wrong with this credit note.",
@@ -39,6 +40,9 @@ async def reason_submitted(
     runtime, user_id = runtime_of(context), str(body["user"]["id"])
     source, from_a_bot = slack_source(team_of(body)), sent_by_a_bot(body, None, None)
     runtime.start(
-        decide_with_reason(runtime, meta, user_id, decision, reason, source, from_a_bot=from_a_bot),
+        bind_for_task(
+            decide_with_reason(runtime, meta, user_id, decision, reason, source, from_a_bot=from_a_bot),
+            credit_note_id=meta.credit_note_id,
+        ),
         name=f"{decision} {meta.credit_note_id} by {user_id}",
     )
