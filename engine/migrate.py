@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from importlib import resources
 
 from alembic import command
 from alembic.config import Config
@@ -12,12 +12,12 @@ from sqlalchemy import create_engine, pool
 
 from engine.db import sqlalchemy_url
 
-MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
-
 
 def alembic_config(libpq_url: str) -> Config:
+    """Built in code, no alembic.ini: the script directory is the installed `migrations` package, found
+    the same from a checkout, an editable install or a wheel, whatever the working directory."""
     config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    config.set_main_option("script_location", str(resources.files("migrations")))
     config.attributes["database_url"] = libpq_url
     return config
 
