@@ -40,12 +40,16 @@ def _embedded_url(pgdata: Path) -> str:
     return server.get_uri()
 
 
+def embedded() -> bool:
+    """True when no DATABASE_URL is given: the database is this installation's own embedded server."""
+    return not os.environ.get("DATABASE_URL", "").strip()
+
+
 def database_url() -> str:
     """The libpq URL of the database: DATABASE_URL, else the embedded server's."""
-    url = os.environ.get("DATABASE_URL", "").strip()
-    if url:
-        return url
-    return _embedded_url(home() / "pg")
+    if embedded():
+        return _embedded_url(home() / "pg")
+    return os.environ["DATABASE_URL"].strip()
 
 
 def sqlalchemy_url(libpq_url: str) -> URL:

@@ -26,6 +26,7 @@ def run(args: argparse.Namespace) -> int:
     import logging
 
     from agent.configuration import Configuration, ConfigurationError
+    from agent.database import SchemaNotReady
     from approvals.config import ApprovalSettings, SettingsError
     from bot.config import SlackConfigError, SlackSettings
     from bot.server import prepare_database, run_bot
@@ -58,6 +59,6 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         asyncio.run(serve())
-    except SlackConfigError as error:
+    except (SlackConfigError, SchemaNotReady) as error:
         raise CommandError(str(error)) from None
     return 0
