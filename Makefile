@@ -3,14 +3,25 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+UV_VERSION := 0.13.9
 
-.PHONY: demo test lint format bench clean
+.PHONY: demo test lint format bench clean lock
 
-$(STAMP): pyproject.toml
+# Every dependency, dev tools and the build backend included, comes from requirements.lock by hash; the
+# project itself goes in editable and without build isolation, so nothing unlocked is fetched.
+$(STAMP): requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --require-hashes -r requirements.lock
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
+
+# Re-resolve requirements.lock from pyproject.toml (after changing a pin); pins it already holds are kept.
+lock: $(BIN)/uv
+	$(BIN)/uv pip compile pyproject.toml --extra dev --universal --generate-hashes -o requirements.lock
+
+$(BIN)/uv:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet uv==$(UV_VERSION)
 
 demo: $(STAMP)
 	$(BIN)/billsleuth demo

@@ -12,9 +12,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import psycopg
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
+
+from engine.migrate import Revision
 
 
 def _libpq(url: str) -> str:
@@ -39,6 +42,28 @@ async def open_checkpointer(libpq_url: str, max_size: int = 10) -> AsyncIterator
 
 
 async def setup_checkpointer(libpq_url: str) -> None:
-    """Create or upgrade the saver's own tables (run by `billsleuth db upgrade`)."""
+    """Create or upgrade the saver's own tables (agent.database.upgrade_all runs it)."""
     async with open_checkpointer(libpq_url, max_size=1) as saver:
         await saver.setup()
+
+
+async def checkpoint_revision(libpq_url: str) -> Revision:
+    """Where the saver's tables stand. setup() numbers its migrations from 0 and records each one it
+    applied in checkpoint_migrations: the highest recorded is the version, len(MIGRATIONS) - 1 the head."""
+    head = len(AsyncPostgresSaver.MIGRATIONS) - 1
+    async with await psycopg.AsyncConnection.connect(_libpq(libpq_url), autocommit=True) as conn:
+        current = await _applied_version(conn)
+    return Revision(
+        "graph checkpoint schema",
+        None if current is None else str(current),
+        str(head),
+        newer=current is not None and current > head,
+    )
+
+
+async def _applied_version(conn: psycopg.AsyncConnection) -> int | None:
+    exists = await (await conn.execute("SELECT to_regclass('public.checkpoint_migrations')")).fetchone()
+    if exists is None or exists[0] is None:
+        return None
+    row = await (await conn.execute("SELECT max(v) FROM checkpoint_migrations")).fetchone()
+    return None if row is None else row[0]

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from sqlalchemy import func, select, text
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
+
+if TYPE_CHECKING:
+    from engine.migrate import Revision
 
 Level = Literal["ok", "warn", "fail"]
 MARK = {"ok": "✓", "warn": "!", "fail": "✗"}
@@ -27,53 +30,45 @@ class Check:
 
 
 async def check_database() -> list[Check]:
-    from engine import migrate
+    from agent.database import revisions
     from engine.db import DatabaseSettings, create_engine, database_url
     from engine.schema import customers, dataset_info
 
     where = "DATABASE_URL" if DatabaseSettings.from_env().url else "the embedded server"
     try:
         url = database_url()
-        revision, head = migrate.current_revision(url), migrate.head_revision()
+        schema, checkpoints = await revisions(url)
     except Exception as error:
         return [
             Check(
                 "database", "fail", f"{where} is not reachable: {error}".splitlines()[0], "check DATABASE_URL"
             )
         ]
-    checks = [Check("database", "ok", f"{where} answers")]
-    if revision != head:
-        checks.append(
-            Check(
-                "schema", "warn", f"at {revision or 'empty'}, head is {head}", "run `billsleuth db upgrade`"
-            )
-        )
-    else:
-        checks.append(Check("schema", "ok", f"at {head}"))
+    checks = [
+        Check("database", "ok", f"{where} answers"),
+        revision_check("schema", schema),
+        revision_check("graph checkpoints", checkpoints),
+    ]
+    current = schema.problem() is None
     engine = create_engine(url)
     try:
-        chain = await check_activity_chain(engine, current=revision == head)
-        policy = await check_policy(engine, current=revision == head)
+        chain = await check_activity_chain(engine, current=current)
+        policy = await check_policy(engine, current=current)
         async with engine.connect() as conn:
-            has_checkpoints = (await conn.execute(text("SELECT to_regclass('public.checkpoints')"))).scalar()
             n_customers = (
                 (await conn.execute(select(func.count()).select_from(customers))).scalar_one()
-                if revision
+                if schema.current
                 else 0
             )
             seeded = (
                 (
                     await conn.execute(select(dataset_info.c.value).where(dataset_info.c.key == "seeded_by"))
                 ).scalar()
-                if revision
+                if schema.current
                 else None
             )
     finally:
         await engine.dispose()
-    if has_checkpoints:
-        checks.append(Check("graph checkpoints", "ok", "tables present"))
-    else:
-        checks.append(Check("graph checkpoints", "warn", "tables missing", "run `billsleuth db upgrade`"))
     ledger = f"{n_customers} customers" + (" (demo dataset)" if seeded else "")
     checks.append(
         Check(
@@ -81,6 +76,13 @@ async def check_database() -> list[Check]:
         )
     )
     return [*checks, chain, policy]
+
+
+def revision_check(name: str, revision: Revision) -> Check:
+    """Where one part of the schema stands; doctor only reports it (`db upgrade` changes it)."""
+    if revision.problem() is None:
+        return Check(name, "ok", f"at {revision.head}")
+    return Check(name, "warn", revision.describe(), revision.remedy())
 
 
 async def check_policy(engine: AsyncEngine, *, current: bool) -> Check:

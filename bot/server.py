@@ -13,7 +13,8 @@ Public API (what `billsleuth bot`, the demo and the latency benchmark build on):
     await run_bot(database_url, slack_settings, mode="http" | "socket", port=…)   # until SIGINT/SIGTERM
 
 `database_url` is libpq's (`postgresql://…`); the schema and the checkpoint tables must be current
-(`prepare_database` does both, safely when several bots start at once).
+(`prepare_database` upgrades them on the embedded server, safely when several bots start at once, and
+refuses a behind external database: only `billsleuth db upgrade` changes that one).
 
 
 How slow work stays off the ack path (checked in slack_bolt 1.30's source,
@@ -49,7 +50,6 @@ from datetime import timedelta
 from typing import Any, Literal
 
 import aiohttp
-import psycopg
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
@@ -64,8 +64,8 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 
 from agent.cases import BOT_START, case_service
-from agent.checkpoint import setup_checkpointer
 from agent.configuration import Configuration
+from agent.database import ensure_ready
 from approvals.config import ApprovalSettings
 from bot.config import SlackConfigError, SlackSettings
 from bot.flows.chores import recover_interrupted, sweep
@@ -81,7 +81,6 @@ from bot.runtime import (
     BackgroundWork,
     BotRuntime,
 )
-from engine import migrate
 from engine.logcontext import bind
 
 log = logging.getLogger(__name__)
@@ -500,13 +499,7 @@ async def _stop_on_signals(stop: asyncio.Event | None) -> AsyncIterator[asyncio.
 
 
 async def prepare_database(database_url: str) -> None:
-    """Upgrade the schema and the checkpoint tables, one bot at a time (two starting together would
-    race on CREATE TABLE)."""
-    # libpq takes postgres:// and postgresql:// alike, and ?host=/socket/dir as written.
-    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
-        await conn.execute("SELECT pg_advisory_lock(hashtext('billsleuth:prepare'))")
-        try:
-            await asyncio.to_thread(migrate.ensure_current, database_url)
-            await setup_checkpointer(database_url)
-        finally:
-            await conn.execute("SELECT pg_advisory_unlock(hashtext('billsleuth:prepare'))")
+    """The schema and the checkpoint tables current before the bot serves: upgraded on the embedded
+    server (one process at a time), checked on an external DATABASE_URL, where only `billsleuth db
+    upgrade` changes them; raises SchemaNotReady when they are not."""
+    await ensure_ready(database_url)

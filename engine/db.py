@@ -47,6 +47,11 @@ def _embedded_url(pgdata: Path) -> str:
     return server.get_uri()
 
 
+def embedded() -> bool:
+    """True when no DATABASE_URL is given: the database is this installation's own embedded server."""
+    return DatabaseSettings.from_env().url is None
+
+
 def database_url() -> str:
     """The libpq URL of the database: DATABASE_URL, else the embedded server's."""
     settings = DatabaseSettings.from_env()

@@ -12,6 +12,7 @@ connection a cancelled case left behind).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
 from collections.abc import Iterator
@@ -21,7 +22,7 @@ from types import TracebackType
 import psycopg
 from psycopg import sql
 
-from engine import migrate
+from agent.database import upgrade_all
 from engine.db import with_database
 
 # Parents before children. The ledger, plus the credit-note side (existing notes limit what may still be
@@ -103,10 +104,11 @@ class ScratchServer:
         return self.url(name)
 
     def copy_of_source(self) -> str:
-        """A migrated database holding the source's ledger as it stands; returns its URL."""
+        """A database as `db upgrade` leaves it (schema and checkpoint tables) holding the source's ledger
+        as it stands; returns its URL."""
         name = f"{self.run_token}_base"
         url = self._create(name)
-        migrate.upgrade(url)
+        asyncio.run(upgrade_all(url))
         copy_ledger(self.source_url, url)
         return url
 

@@ -23,7 +23,6 @@ from typing import Any
 from sqlalchemy import func, select
 
 from agent.cases import case_service
-from agent.checkpoint import setup_checkpointer
 from agent.configuration import Configuration
 from approvals.config import ApprovalSettings
 from engine import schema
@@ -285,7 +284,6 @@ def evaluate(
 
     with ScratchServer(source_url) as scratch:
         base = scratch.copy_of_source()
-        asyncio.run(setup_checkpointer(base))
         for repetition in range(1, k + 1):
             # With one run the copy itself is used; with more, each starts from its own untouched clone.
             target = base if k == 1 else scratch.clone(base, f"r{repetition}")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from engine import migrate
+from agent.database import upgrade_all
 from engine.db import create_engine, with_database
 from tests.pg import admin_execute, clone_database, database_name, drop_database
 
@@ -44,11 +44,12 @@ def pg_server_url() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def migrated_template(pg_server_url: str) -> Iterator[str]:
-    """A database at the head migration, used only as a template."""
+async def migrated_template(pg_server_url: str) -> AsyncIterator[str]:
+    """A database exactly as `billsleuth db upgrade` leaves it (schema and graph checkpoint tables at
+    head), used only as a template: tests point DATABASE_URL at copies, where commands only check."""
     admin_execute(pg_server_url, f'DROP DATABASE IF EXISTS "{MIGRATED_TEMPLATE}" WITH (FORCE)')
     admin_execute(pg_server_url, f'CREATE DATABASE "{MIGRATED_TEMPLATE}"')
-    migrate.upgrade(with_database(pg_server_url, MIGRATED_TEMPLATE))
+    await upgrade_all(with_database(pg_server_url, MIGRATED_TEMPLATE))
     yield MIGRATED_TEMPLATE
     drop_database(pg_server_url, MIGRATED_TEMPLATE)
 

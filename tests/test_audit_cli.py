@@ -129,7 +129,7 @@ def test_one_customer_table_shows_the_evidence(seeded_db_url: str) -> None:
     ]
 
 
-def test_the_command_upgrades_an_empty_database_and_reports_nothing(empty_db_url: str) -> None:
+def test_an_empty_ledger_reports_nothing(db_url: str) -> None:
     done = billsleuth("audit", "--all", "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["findings"] == []

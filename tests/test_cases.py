@@ -16,7 +16,6 @@ import pytest
 from sqlalchemy import func, select, text
 
 from agent.cases import CaseService, case_service
-from agent.checkpoint import setup_checkpointer
 from agent.configuration import Configuration
 from agent.prompts import rejected_reply
 from approvals.config import ApprovalSettings
@@ -49,7 +48,6 @@ async def count(service: CaseService, table: object, *where: object) -> int:
 
 @pytest.fixture
 async def service(seeded_db_url: str):
-    await setup_checkpointer(seeded_db_url)
     async with case_service(seeded_db_url, Configuration(investigator="offline"), settings()) as svc:
         yield svc
 
@@ -132,7 +130,6 @@ async def test_reject_rewrites_the_reply_without_amount_or_promise(service: Case
 
 
 async def test_two_person_rule_waits_for_a_second_approver(seeded_db_url: str) -> None:
-    await setup_checkpointer(seeded_db_url)
     async with case_service(
         seeded_db_url, Configuration(investigator="offline"), settings("10.00")
     ) as service:
@@ -186,7 +183,6 @@ async def test_concurrent_clicks_give_exactly_one_outcome(service: CaseService) 
 async def test_an_approval_past_the_daily_limit_holds_the_note_until_the_limit_has_room(
     seeded_db_url: str,
 ) -> None:
-    await setup_checkpointer(seeded_db_url)
     earlier, held_back = scenario("timezone_change_date"), scenario("cancel_not_respected")  # 26.02, 174.90
     offline = Configuration(investigator="offline")
     hard_stops = schema.activity_log.c.action == "budget.hard_stop"
@@ -215,7 +211,6 @@ async def test_an_approval_past_the_daily_limit_holds_the_note_until_the_limit_h
 async def test_a_note_larger_than_a_whole_days_limit_escalates_instead_of_waiting_forever(
     seeded_db_url: str,
 ) -> None:
-    await setup_checkpointer(seeded_db_url)
     sc = scenario("cancel_not_respected")  # 174.90
     offline = Configuration(investigator="offline")
     async with case_service(seeded_db_url, offline, settings(limit="100.00")) as service:
@@ -225,7 +220,6 @@ async def test_a_note_larger_than_a_whole_days_limit_escalates_instead_of_waitin
 
 
 async def test_a_held_note_can_be_cancelled_and_the_reply_promises_nothing(seeded_db_url: str) -> None:
-    await setup_checkpointer(seeded_db_url)
     sc = scenario("cancel_not_respected")  # 174.90
     async with case_service(
         seeded_db_url, Configuration(investigator="offline"), settings(limit="100.00")
@@ -246,7 +240,6 @@ async def test_a_held_note_can_be_cancelled_and_the_reply_promises_nothing(seede
 
 
 async def test_the_sweep_cancels_a_note_held_longer_than_the_hold_limit(seeded_db_url: str) -> None:
-    await setup_checkpointer(seeded_db_url)
     earlier, held_back = scenario("timezone_change_date"), scenario("cancel_not_respected")  # 26.02, 174.90
     offline = Configuration(investigator="offline")
     async with case_service(seeded_db_url, offline, settings(limit="190.00")) as tight:
@@ -495,7 +488,6 @@ def test_an_approved_note_held_by_the_daily_limit_is_cancelled_from_the_cli(seed
 
 
 async def test_a_cli_cancel_is_refused_while_the_cli_door_is_shut(seeded_db_url: str) -> None:
-    await setup_checkpointer(seeded_db_url)
     offline = Configuration(investigator="offline")
     async with case_service(seeded_db_url, offline, settings(limit="100.00")) as service:
         held = await open_and_approve(service, scenario("cancel_not_respected"))  # refused at issue

@@ -22,7 +22,6 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agent.cases import CaseService, case_service
-from agent.checkpoint import setup_checkpointer
 from agent.configuration import Configuration
 from approvals import (
     ApprovalSettings,
@@ -285,7 +284,6 @@ def question_of(customer_id: str) -> str:
 
 @pytest.fixture
 async def service(multi_currency_url: str) -> AsyncIterator[CaseService]:
-    await setup_checkpointer(multi_currency_url)
     settings = ApprovalSettings(approvers=frozenset({FINANCE}))
     async with case_service(multi_currency_url, Configuration(investigator="offline"), settings) as svc:
         yield svc

@@ -11,7 +11,6 @@ from pathlib import Path
 import psycopg
 from slack_sdk.models.blocks import Block
 
-from agent.checkpoint import setup_checkpointer
 from bot.demo import run_demo
 from engine.db import create_engine
 from tests.pg import database_name, drop_database
@@ -22,7 +21,6 @@ SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios" / "default"
 async def test_the_demo_shows_every_outcome_and_saves_valid_block_kit(
     seeded_db_url: str, tmp_path: Path
 ) -> None:
-    await setup_checkpointer(seeded_db_url)
     lines: list[str] = []
     scenarios = [json.loads(p.read_text()) for p in sorted(SCENARIOS.glob("S*.json"))]
     scene = await run_demo(seeded_db_url, tmp_path, scenarios, say=lines.append)

@@ -22,7 +22,6 @@ import psycopg
 import pytest
 
 from agent.cases import case_service
-from agent.checkpoint import setup_checkpointer
 from agent.configuration import Configuration
 from approvals.config import ApprovalSettings
 from bot.cli import main as cli
@@ -135,7 +134,6 @@ def test_eval_on_an_empty_database_seeds_the_default_dataset_and_scores_it(
 @pytest.fixture
 async def busy_seeded_db_url(seeded_db_url: str) -> str:
     """The seeded default dataset after some real work: one case opened, its credit note drafted."""
-    await setup_checkpointer(seeded_db_url)
     scenario = json.loads((DEFAULT_SCENARIOS_DIR / "S001.json").read_text(encoding="utf-8"))
     async with case_service(
         seeded_db_url, Configuration(investigator="offline"), ApprovalSettings()

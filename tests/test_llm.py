@@ -17,7 +17,6 @@ import pytest
 from sqlalchemy import func, select
 
 from agent.cases import case_service
-from agent.checkpoint import setup_checkpointer
 from agent.configuration import Configuration
 from agent.llm import REMINDER
 from agent.prompts import SYSTEM_PROMPT
@@ -103,7 +102,6 @@ def llm_configuration(stub: OpenAIStub, **overrides: Any) -> Configuration:
 
 @pytest.fixture
 async def db_url(seeded_db_url: str) -> str:
-    await setup_checkpointer(seeded_db_url)
     return seeded_db_url
 
 

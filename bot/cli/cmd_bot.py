@@ -25,6 +25,7 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
 
     from agent.configuration import Configuration
+    from agent.database import SchemaNotReady
     from approvals.config import ApprovalSettings
     from bot.config import SlackConfigError, SlackSettings
     from bot.server import prepare_database, run_bot
@@ -59,6 +60,6 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         asyncio.run(serve())
-    except SlackConfigError as error:
+    except (SlackConfigError, SchemaNotReady) as error:
         raise CommandError(str(error)) from None
     return 0

@@ -15,14 +15,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run_upgrade(args: argparse.Namespace) -> int:
     import asyncio
 
-    from agent.checkpoint import setup_checkpointer
+    from agent.database import SchemaNotReady, upgrade_all
+    from bot.cli.common import CommandError
     from engine import migrate
     from engine.db import database_url
 
     url = database_url()
     before = migrate.current_revision(url)
-    migrate.upgrade(url)
+    try:
+        asyncio.run(upgrade_all(url))
+    except SchemaNotReady as error:
+        raise CommandError(str(error)) from None
     after = migrate.current_revision(url)
-    asyncio.run(setup_checkpointer(url))
     print(f"schema at {after}" + (f" (was {before or 'empty'})" if before != after else " (already current)"))
     return 0

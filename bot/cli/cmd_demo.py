@@ -19,15 +19,18 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
     import json
 
-    from agent.checkpoint import setup_checkpointer
-    from bot.cli.common import os_user, ready_database
+    from agent.database import SchemaNotReady, upgrade_all
+    from bot.cli.common import CommandError, os_user
     from bot.demo import run_demo
-    from engine import migrate
-    from engine.db import home
+    from engine.db import database_url, home
     from scenarios.seed import seed_database
 
-    url = demo_database(ready_database())
-    migrate.ensure_current(url)
+    # The demo's database is its own whatever DATABASE_URL says, so it always brings it up to date.
+    url = demo_database(database_url())
+    try:
+        asyncio.run(upgrade_all(url))
+    except SchemaNotReady as error:
+        raise CommandError(str(error)) from None
     scenarios_dir = home() / "demo" / "scenarios"
     # The demo's own database: its notes are the previous demo run's, so reseeding them is expected.
     # Forced or not, its activity log is kept and the reseed appended to it.
@@ -37,11 +40,7 @@ def run(args: argparse.Namespace) -> int:
         json.loads(path.read_text(encoding="utf-8")) for path in sorted(scenarios_dir.glob("S*.json"))
     ]
 
-    async def go() -> None:
-        await setup_checkpointer(url)
-        await run_demo(url, home() / "demo", scenarios)
-
-    asyncio.run(go())
+    asyncio.run(run_demo(url, home() / "demo", scenarios))
     return 0
 
 

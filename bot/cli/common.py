@@ -39,12 +39,18 @@ def print_json(data: Any) -> None:
 
 
 def ready_database() -> str:
-    """The database URL, with the schema upgraded first if it is behind (every command does this)."""
-    from engine import migrate
+    """The database URL once its schema and checkpoint tables are current (every command but `db
+    upgrade` and `demo` starts here): upgraded on the embedded server, else checked, refusing in one line."""
+    import asyncio
+
+    from agent.database import SchemaNotReady, ensure_ready
     from engine.db import database_url
 
     url = database_url()
-    migrate.ensure_current(url)
+    try:
+        asyncio.run(ensure_ready(url))
+    except SchemaNotReady as error:
+        raise CommandError(str(error)) from None
     return url
 
 
@@ -78,7 +84,6 @@ def run_operation(request: object, *, as_json: bool, render: object = None) -> i
     import asyncio
 
     from agent.cases import COMMAND, case_service
-    from agent.checkpoint import setup_checkpointer
     from bot.flows.operations import execute
     from bot.grammar import OperationError
     from engine.settings import SettingsError
@@ -86,7 +91,6 @@ def run_operation(request: object, *, as_json: bool, render: object = None) -> i
     url = ready_database()
 
     async def go() -> object:
-        await setup_checkpointer(url)
         async with case_service(url, policy=COMMAND, actor=cli_source()) as service:
             warn_policy_differences(service.policy_differences)
             return await execute(service, request)  # type: ignore[arg-type]

@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from agent.checkpoint import setup_checkpointer
 from agent.configuration import Configuration
 from bot.server import RunningBot, running_bot
 from bot.slack_testing import SignedClient, SlackRecorder
@@ -22,8 +21,7 @@ async def slack() -> AsyncIterator[SlackRecorder]:
 
 @pytest.fixture
 async def ready_db_url(seeded_db_url: str) -> str:
-    """The seeded ledger with the checkpoint tables in place (as `billsleuth bot` prepares it)."""
-    await setup_checkpointer(seeded_db_url)
+    """The seeded ledger, checkpoint tables included (the template is what `billsleuth db upgrade` leaves)."""
     return seeded_db_url
 
 

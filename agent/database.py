@@ -1,0 +1,65 @@
+"""The database a process needs: the Alembic schema and the graph checkpointer's tables, both at the
+versions this code knows.
+
+Who changes them: `billsleuth db upgrade` (the Procfile's release) always, through `upgrade_all`. Any
+other command and the bot upgrade by themselves only on the embedded server (no DATABASE_URL), which is
+this installation's own; a shared database is upgraded on purpose, once, by a release, so there they
+check and refuse in one line (`SchemaNotReady`) rather than change a schema other processes use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import psycopg
+
+from agent.checkpoint import checkpoint_revision, setup_checkpointer
+from engine import migrate
+from engine.db import embedded
+from engine.migrate import Revision
+
+# pg_advisory_lock key: two processes upgrading at once take turns (the checkpointer's setup is not
+# safe to race: both would CREATE TABLE).
+UPGRADE_LOCK = "billsleuth:prepare"
+
+
+class SchemaNotReady(Exception):
+    """The database is behind this code and may not be upgraded here, or ahead of it: one line to show."""
+
+
+async def revisions(libpq_url: str) -> list[Revision]:
+    """The schema's and the checkpoint tables' standing; changes nothing."""
+    schema = await asyncio.to_thread(migrate.schema_revision, libpq_url)
+    return [schema, await checkpoint_revision(libpq_url)]
+
+
+async def upgrade_all(libpq_url: str) -> None:
+    """Bring the schema and the checkpoint tables to this code's head, one process at a time. A database
+    newer than this code is refused, not touched."""
+    async with await psycopg.AsyncConnection.connect(libpq_url, autocommit=True) as conn:
+        await conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (UPGRADE_LOCK,))
+        try:
+            _refuse_newer(await revisions(libpq_url))
+            await asyncio.to_thread(migrate.upgrade, libpq_url)
+            await setup_checkpointer(libpq_url)
+        finally:
+            await conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (UPGRADE_LOCK,))
+
+
+async def ensure_ready(libpq_url: str) -> None:
+    """Make sure this process can use the database: upgrade it on the embedded server, else refuse
+    (SchemaNotReady) when any part is behind or ahead."""
+    standing = await revisions(libpq_url)
+    _refuse_newer(standing)
+    behind = [revision for revision in standing if revision.behind]
+    if not behind:
+        return
+    if not embedded():
+        raise SchemaNotReady(behind[0].problem())
+    await upgrade_all(libpq_url)
+
+
+def _refuse_newer(standing: list[Revision]) -> None:
+    for revision in standing:
+        if revision.newer:
+            raise SchemaNotReady(revision.problem())
