@@ -164,7 +164,8 @@ def copy_ledger(source_url: str, target_url: str) -> dict[str, int]:
         source.read_only = True
         tables = sql.SQL(", ").join(sql.Identifier(t) for t in COPIED_TABLES)
         # Migrations may seed reference rows (the price book); the source's rows are the ones that count.
-        target.execute(sql.SQL("TRUNCATE TABLE {}").format(tables))
+        # CASCADE: tables that reference these (approver notices) must be emptied with them, and are.
+        target.execute(sql.SQL("TRUNCATE TABLE {} CASCADE").format(tables))
         for table in COPIED_TABLES:
             copied[table] = _copy_table(source, target, table)
         _copy_sequences(source, target)
