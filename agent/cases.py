@@ -21,7 +21,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from agent.checkpoint import open_checkpointer
 from agent.configuration import CaseContext, Configuration
 from agent.graph import build_graph, settled_on_note
-from agent.state import FINISHED, UNFINISHED, CaseState, CaseStatus, held_by_daily_limit
+from agent.state import (
+    FINISHED,
+    REQUEST_CHANGES,
+    UNFINISHED,
+    CaseState,
+    CaseStatus,
+    held_by_daily_limit,
+)
 from approvals import activity, cancelling, decisions, expiry, issuing, policy_store, queries
 from approvals.config import ApprovalSettings
 from approvals.models import NO_MONEY, ApprovalRefused, CreditNoteView, DecisionOutcome, NoteStatus, Rule
@@ -37,8 +44,16 @@ FINISHED_CHECKPOINT_RETENTION = timedelta(days=30)
 MAX_CASE_LOCK_HOLDERS = 6
 
 
+RESUBMITTED = "case.resubmitted"  # activity: the requester answered the approver's question
+NOTE_LESS = (CaseStatus.EXPLAINED, CaseStatus.NEEDS_CUSTOMER)  # statuses whose case JSON shows no note
+
+
 class CaseNotFound(LookupError):
     pass
+
+
+class NotWaitingForAnswer(ValueError):
+    """An answer came for a case that is not waiting for one (answered already, or never sent back)."""
 
 
 @dataclass(frozen=True)
@@ -221,9 +236,11 @@ class CaseService:
         comment: str = "",
         approver_is_bot: bool = False,
         source: str | None = None,
+        resume_as: str | None = None,
     ) -> tuple[DecisionOutcome, dict[str, Any]]:
         """Claim the decision in the database first (compare-and-set), then resume the paused graph.
-        `source`: where the vote came from, `slack:<team id>` or `cli:<os user>` (approvals.source)."""
+        `source`: where the vote came from, `slack:<team id>` or `cli:<os user>` (approvals.source).
+        `resume_as`: what the graph hears, when it is more than the vote (a reject that requests changes)."""
         note = await queries.get_credit_note(self.engine, credit_note_id)
         if note.case_id is None:
             raise CaseNotFound(f"{credit_note_id} was not drafted by a case")
@@ -245,8 +262,119 @@ class CaseService:
                 await self.resume(note.case_id, {"approver": "system", "decision": "expire", "comment": ""})
             raise
         if outcome.changed:
-            await self.resume(note.case_id, {"approver": approver, "decision": decision, "comment": comment})
+            heard = {"approver": approver, "decision": resume_as or decision, "comment": comment}
+            await self.resume(note.case_id, heard)
         return outcome, await self.show_case(note.case_id)
+
+    async def request_changes(
+        self,
+        credit_note_id: str,
+        *,
+        approver: str,
+        question: str,
+        approver_is_bot: bool = False,
+        source: str | None = None,
+    ) -> tuple[DecisionOutcome, dict[str, Any]]:
+        """Send the note back with a question: a reject vote (every rule of a vote applies) whose comment is
+        the question; the case then waits for the requester's answer (`revision_requested`), or escalates
+        after the last round."""
+        return await self.decide(
+            credit_note_id,
+            approver=approver,
+            decision="reject",
+            comment=question,
+            approver_is_bot=approver_is_bot,
+            source=source,
+            resume_as=REQUEST_CHANGES,
+        )
+
+    async def resubmit(
+        self,
+        case_id: str,
+        *,
+        answer: str,
+        by: str,
+        message_ts: str | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> dict[str, Any]:
+        """The requester's answer to the approver's question: record it, then run the next round (see
+        `accept_answer` and `run_round`). Returns the case JSON."""
+        await self.accept_answer(case_id, answer=answer, by=by)
+        return await self.run_round(case_id, message_ts=message_ts, on_progress=on_progress)
+
+    async def accept_answer(self, case_id: str, *, answer: str, by: str) -> None:
+        """Take the answer (once: compare-and-set `revision_requested` → `queued`) and record it in
+        activity_log, which is what the next round runs with — so a round a stop interrupts is run again
+        by recovery with the same answer. NotWaitingForAnswer when the case is not waiting for one."""
+        answer = answer.strip()
+        if not answer:
+            raise ValueError("the answer is empty: say what the approver asked for")
+        cases = schema.cases.c
+        async with self.engine.begin() as conn:
+            taken = await conn.execute(
+                update(schema.cases)
+                .where(cases.id == case_id, cases.status == CaseStatus.REVISION_REQUESTED)
+                .values(status=CaseStatus.QUEUED, updated_at=func.now())
+                .returning(cases.id)
+            )
+            if taken.first() is None:
+                raise NotWaitingForAnswer(f"case {case_id} is not waiting for an answer")
+            await activity.record(conn, "user", by, RESUBMITTED, "case", case_id, {"answer": answer})
+
+    async def run_round(
+        self, case_id: str, *, message_ts: str | None = None, on_progress: ProgressCallback | None = None
+    ) -> dict[str, Any]:
+        """Investigate an answered case again (a new round, whose note has a new idempotency key): it
+        drafts a new note or explains. `message_ts`: the Slack message showing this round. Case JSON."""
+        async with self._case_lock(case_id):
+            answer = await self._pending_answer(case_id)
+            if answer is None or not await self._take_up(case_id, message_ts):
+                return await self.show_case(case_id)
+            values = await self._next_round(case_id, *answer, on_progress)
+            return await self.sync_case(case_id, values)
+
+    async def _next_round(
+        self, case_id: str, answer: str, by: str, on_progress: ProgressCallback | None
+    ) -> dict[str, Any]:
+        """Investigate again with the complaint and every answer so far; what the last round concluded
+        (its note, findings, reply) is cleared so nothing of it is mistaken for this round's."""
+        row = await self.case_row(case_id)
+        previous = (await self.state_of(case_id)).values
+        rounds = list(previous.get("rounds", []))
+        rounds[-1] = {**rounds[-1], "answer": answer, "answered_by": by}
+        again: CaseState = {
+            "case_id": case_id,
+            "customer_id": row.customer_id,
+            "question": row.question,
+            "requester": row.requester,
+            "round": previous.get("round", 1) + 1,
+            "rounds": rounds,
+            "credit_note": None,
+            "findings": None,
+            "verified": False,
+            "reply": None,
+            "escalation_reason": None,
+        }
+        return await self.graph.ainvoke(  # type: ignore[no-any-return]
+            again,
+            self._config(case_id),
+            context=self._context(on_progress),
+            durability=self._investigation_durability(),
+        )
+
+    async def _pending_answer(self, case_id: str) -> tuple[str, str] | None:
+        """The last answer recorded for the case (answer, by): what an interrupted round was run with."""
+        log_ = schema.activity_log.c
+        async with self.engine.connect() as conn:
+            row = (
+                await conn.execute(
+                    select(log_.details, log_.actor_id)
+                    .where(log_.entity_id == case_id, log_.action == RESUBMITTED)
+                    .order_by(log_.id.desc())
+                    .limit(1)
+                )
+            ).first()
+        return (str(row.details["answer"]), str(row.actor_id)) if row is not None else None
 
     async def cancel(
         self,
@@ -487,6 +615,10 @@ class CaseService:
                 await self.graph.ainvoke(
                     None, self._config(row.id), context=self._context(None), durability="sync"
                 )
+            elif values.get("status") == CaseStatus.REVISION_REQUESTED:  # the next round never finished
+                answer = await self._pending_answer(row.id)
+                if answer is not None:
+                    await self._next_round(row.id, *answer, None)
         await self.sync_case(row.id)
         return True
 
@@ -519,14 +651,11 @@ class CaseService:
                 )
             ).one()
             if before != status:
+                details = {"from": before, "reason": values.get("escalation_reason")}
+                if status == CaseStatus.REVISION_REQUESTED:  # the round sent back, and the question asked
+                    details["round"] = (values.get("rounds") or [None])[-1]
                 await activity.record(
-                    conn,
-                    "system",
-                    "billsleuth",
-                    f"case.{status}",
-                    "case",
-                    case_id,
-                    {"from": before, "reason": values.get("escalation_reason")},
+                    conn, "system", "billsleuth", f"case.{status}", "case", case_id, details
                 )
             notes = await queries.credit_notes_for_case_in(conn, case_id)
         return case_json(row, notes[-1] if notes else None)
@@ -595,7 +724,8 @@ def case_json(row: Any, note: CreditNoteView | None) -> dict[str, Any]:
             if findings
             else None
         ),
-        "credit_note": note.summary() if note else None,
+        # An explaining round after a note was sent back has no note of its own.
+        "credit_note": note.summary() if note and row.status not in NOTE_LESS else None,
         "reply": row.reply,
         "escalation_reason": row.escalation_reason,
     }

@@ -25,7 +25,7 @@ from agent.configuration import CaseContext
 from agent.grounding import EvidenceBook, ungrounded
 from agent.intake import parse_complaint
 from agent.investigators import InvestigationOutcome, auditor_view, investigate_offline
-from agent.state import CaseState, CaseStatus
+from agent.state import MAX_ROUNDS, REQUEST_CHANGES, CaseState, CaseStatus
 from agent.tools import ToolContext
 from agent.verify import verify_findings
 from agent.write_up import compose_reply, ungrounded_in_reply
@@ -98,8 +98,9 @@ async def investigate(state: CaseState, runtime: Runtime[CaseContext]) -> dict[s
         if configuration.investigator == "llm":
             from agent.llm import investigate_with_model  # the openai SDK only when a model is configured
 
+            question = prompts.with_answers(state["question"], list(state.get("rounds", [])))
             outcome: InvestigationOutcome = await investigate_with_model(
-                tools, evidence, configuration, state["question"], month, state.get("amount")
+                tools, evidence, configuration, question, month, state.get("amount")
             )
             auditor = await auditor_view(_tools(state, context, "system:auditor"), month, amount)
         else:
@@ -191,6 +192,7 @@ async def request_approval(state: CaseState, runtime: Runtime[CaseContext]) -> d
             root_cause=findings["root_cause"],
             memo=(state.get("reply") or {}).get("customer_message", ""),
             settings=context.approval_settings,
+            round_=state.get("round", 1),
         )
     except Refused as refusal:
         return _escalate(f"the credit note could not be drafted ({refusal.rule}): {refusal.message}")
@@ -205,6 +207,9 @@ async def await_approval(state: CaseState, runtime: Runtime[CaseContext]) -> dic
     decision = interrupt({"credit_note_id": note["id"], "amount": note["amount"], "needed": note["needed"]})
     current = await queries.get_credit_note(context.engine, note["id"])
     decisions = [*state.get("decisions", []), decision]
+    if decision.get("decision") == REQUEST_CHANGES and current.status == NoteStatus.REJECTED:
+        sent_back = _changes_requested(state, decision)
+        return {"decisions": decisions, "credit_note": current.summary(), **sent_back}
     if current.status == NoteStatus.APPROVED:
         try:
             await issuing.issue(context.engine, note["id"], context.approval_settings)
@@ -227,6 +232,26 @@ async def await_approval(state: CaseState, runtime: Runtime[CaseContext]) -> dic
             }
         current = await queries.get_credit_note(context.engine, note["id"])
     return {"decisions": decisions, **settled_on_note(state, current)}
+
+
+def _changes_requested(state: CaseState, decision: dict[str, Any]) -> dict[str, Any]:
+    """The approver sent the note back with a question: the case waits for the requester's answer — or,
+    after the last round, escalates to a person, its reply promising no money."""
+    note = state["credit_note"]
+    assert note is not None
+    round_ = state.get("round", 1)
+    asked = {"round": round_, "credit_note_id": note["id"], "asked_by": decision["approver"]}
+    rounds = [*state.get("rounds", []), {**asked, "question": decision.get("comment", "")}]
+    if round_ < MAX_ROUNDS:
+        return {"rounds": rounds, "status": CaseStatus.REVISION_REQUESTED.value}
+    findings = state["findings"]
+    assert findings is not None
+    reply = {
+        **(state.get("reply") or {}),
+        "customer_message": prompts.rejected_reply(state.get("language", "en"), findings["invoice_ids"][:1]),
+    }
+    why = f"changes were requested in all {MAX_ROUNDS} rounds; a person takes it from here"
+    return {"rounds": rounds, "reply": reply, **_escalate(why)}
 
 
 def settled_on_note(state: CaseState, note: CreditNoteView) -> dict[str, Any]:

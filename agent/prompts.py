@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal
-from typing import Literal
+from typing import Any, Literal
 
 from engine.money import fmt_amount
 
@@ -197,6 +197,15 @@ def fenced(complaint: str) -> str:
     """The complaint as it goes between the markers: every run of three or more `<` or `>` is spaced out
     (`> > >`), so no text a customer writes can close `<<<COMPLAINT … COMPLAINT>>>` and speak after it."""
     return MARKER_RUN.sub(lambda run: " ".join(run.group()), complaint)
+
+
+def with_answers(complaint: str, rounds: list[dict[str, Any]]) -> str:
+    """The complaint, then each approver's question and the requester's answer (a later round)."""
+    answered = [r for r in rounds if r.get("answer")]
+    return "\n\n".join(
+        [complaint]
+        + [f"The approver asked: {r['question']}\nThe requester answered: {r['answer']}" for r in answered]
+    )
 
 
 def user_prompt(customer_id: str, question: str, month: int | None, amount: str | None) -> str:

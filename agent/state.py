@@ -32,6 +32,12 @@ SETTLED = (CaseStatus.ISSUED, CaseStatus.REJECTED, CaseStatus.EXPIRED, CaseStatu
 FINISHED = (CaseStatus.NEEDS_CUSTOMER, CaseStatus.EXPLAINED, *SETTLED, CaseStatus.ESCALATED)
 
 
+# An approver's "Request changes": the note is rejected with their question, and the case waits for the
+# requester's answer, then investigates again (a new round). The third round's note cannot be sent back.
+REQUEST_CHANGES = "request_changes"
+MAX_ROUNDS = 3
+
+
 def held_by_daily_limit(note_status: str, case_status: str) -> bool:
     """An approved note whose case still waits is held by the daily credit limit's hard stop: issuing it
     was refused for room today (any other refusal escalates the case instead). The sweep issues it once
@@ -61,6 +67,15 @@ class Reply(TypedDict):
     internal_note: str
 
 
+class Round(TypedDict):
+    round: int  # the round whose note was sent back
+    credit_note_id: str
+    asked_by: str  # the approver's Slack id
+    question: str
+    answer: NotRequired[str]  # the requester's answer, which started the next round
+    answered_by: NotRequired[str]
+
+
 class CaseState(TypedDict, total=False):
     case_id: str
     customer_id: str | None
@@ -81,3 +96,5 @@ class CaseState(TypedDict, total=False):
     escalation_reason: str | None
     credit_note: dict[str, Any] | None
     decisions: list[dict[str, Any]]
+    round: int  # 1, then 2 and 3 after an approver requested changes
+    rounds: list[Round]  # each request for changes, with its answer once given

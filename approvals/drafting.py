@@ -10,7 +10,7 @@ after the lock is held; the key's primary key plus INSERT … ON CONFLICT DO NOT
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -58,15 +58,18 @@ async def draft_credit_note(
     memo: str = "",
     settings: ApprovalSettings,
     now: datetime | None = None,
+    round_: int = 1,
 ) -> tuple[CreditNoteView, bool]:
-    """Draft (or find again) the credit note for this request → (note, created).
+    """Draft (or find again) the credit note for this request → (note, created). `round_`: the case's
+    round (2 and 3 after an approver requested changes), part of the idempotency key.
 
     Raises TypeError for a non-Decimal amount, DraftRefused(rule, message) when a rule says no (the
     refusal is recorded in activity_log; nothing else is written).
     """
     require_decimal(amount)  # a type mistake is the caller's bug, not a refusal to put on record
     try:
-        return await _draft(engine, case_id, invoice_id, amount, root_cause, memo, settings, now or utc_now())
+        request = _Request(case_id, invoice_id, amount, credit_reason(root_cause), root_cause, memo, round_)
+        return await _draft(engine, request, settings, now or utc_now())
     except DraftRefused as refusal:
         await activity.record_refusal(
             engine,
@@ -92,26 +95,19 @@ class _Request:
     reason: str
     root_cause: str
     memo: str
+    round_: int = 1
 
     @property
     def key(self) -> str:
-        return idempotency_key(self.case_id, self.invoice_id, self.amount)
+        return idempotency_key(self.case_id, self.invoice_id, self.amount, self.round_)
 
 
 async def _draft(
-    engine: AsyncEngine,
-    case_id: str,
-    invoice_id: str,
-    raw_amount: Decimal,
-    root_cause: str,
-    memo: str,
-    settings: ApprovalSettings,
-    now: datetime,
+    engine: AsyncEngine, raw: _Request, settings: ApprovalSettings, now: datetime
 ) -> tuple[CreditNoteView, bool]:
-    amount = checked_amount(raw_amount)
-    if not case_id.strip():
+    request = replace(raw, amount=checked_amount(raw.amount))
+    if not request.case_id.strip():
         raise DraftRefused(Rule.CASE_ID_REQUIRED, "a credit note is drafted for a case: case_id is blank")
-    request = _Request(case_id, invoice_id, amount, credit_reason(root_cause), root_cause, memo)
     for _ in range(2):  # a second round only when a twin won the key race; it then just reads that note
         try:
             async with engine.begin() as conn:

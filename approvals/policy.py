@@ -78,9 +78,11 @@ def checked_amount(amount: object) -> Decimal:
     return amount.quantize(Decimal("0.01"))
 
 
-def idempotency_key(case_id: str, invoice_id: str, amount: Decimal) -> str:
-    """case:invoice:amount — the same request replayed (graph resume, retry, re-run) maps to one note."""
-    return f"{case_id}:{invoice_id}:{amount:.2f}"
+def idempotency_key(case_id: str, invoice_id: str, amount: Decimal, round_: int = 1) -> str:
+    """case:invoice:amount — the same request replayed (graph resume, retry, re-run) maps to one note.
+    A later round of the case (an approver requested changes) drafts anew: `:r2`, `:r3` are appended."""
+    key = f"{case_id}:{invoice_id}:{amount:.2f}"
+    return key if round_ <= 1 else f"{key}:r{round_}"
 
 
 def approvals_needed(amount: Decimal, settings: ApprovalSettings) -> int:

@@ -213,7 +213,7 @@ def parse_mention(text: str, bot_user_id: str | None = None) -> Mention:
 
     The customer id is the leading word after the mention; an id written further on in the words
     ("customer C-0007 says …") counts too, and the words are then kept as they are."""
-    words = _strip_mentions(text, bot_user_id)
+    words = strip_bot_mention(text, bot_user_id)
     leading = _LEADING_CUSTOMER_ID.match(words)
     if leading:
         return Mention(leading.group(1).upper(), words[leading.end() :].strip())
@@ -221,7 +221,9 @@ def parse_mention(text: str, bot_user_id: str | None = None) -> Mention:
     return Mention(anywhere.group(0).upper() if anywhere else None, words.strip())
 
 
-def _strip_mentions(text: str, bot_user_id: str | None) -> str:
+def strip_bot_mention(text: str, bot_user_id: str | None) -> str:
+    """The message's words without the bot's own mention (Slack's escaping undone)."""
+
     def drop(match: re.Match[str]) -> str:
         # Other people mentioned in the complaint stay (as their ids); only the bot's own mention goes.
         is_bot = match.group(1) == bot_user_id if bot_user_id else match.start() == 0

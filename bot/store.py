@@ -289,6 +289,25 @@ async def drafts_due_for_reminder(engine: AsyncEngine, now: datetime) -> list[st
         return list(rows.scalars())
 
 
+async def case_waiting_in_thread(engine: AsyncEngine, channel: str, thread_ts: str) -> tuple[str, str] | None:
+    """The case in this thread whose note was sent back and waits for an answer: (case id, requester)."""
+    cases = schema.cases.c
+    async with engine.connect() as conn:
+        row = (
+            await conn.execute(
+                select(cases.id, cases.requester)
+                .where(
+                    cases.channel == channel,
+                    cases.thread_ts == thread_ts,
+                    cases.status == CaseStatus.REVISION_REQUESTED,
+                )
+                .order_by(cases.created_at.desc())
+                .limit(1)
+            )
+        ).first()
+    return (row.id, row.requester) if row is not None else None
+
+
 async def requesters_of(engine: AsyncEngine, case_ids: list[str]) -> set[str]:
     """Who asked for these cases (Slack ids, or cli:<os user>)."""
     if not case_ids:

@@ -32,7 +32,13 @@ from bot.cards.blocks import (
     slack_time,
     user,
 )
-from bot.cards.ids import APPROVE_ACTION_ID, CANCEL_ACTION_ID, REJECT_ACTION_ID, block_id
+from bot.cards.ids import (
+    APPROVE_ACTION_ID,
+    CANCEL_ACTION_ID,
+    REJECT_ACTION_ID,
+    REQUEST_CHANGES_ACTION_ID,
+    block_id,
+)
 from bot.cards.limits import CARD_BLOCKS_JSON_BUDGET, check_blocks
 from bot.cards.models import (
     ConclusionView,
@@ -43,6 +49,7 @@ from bot.cards.models import (
     Message,
     PaymentView,
     RecomputationView,
+    RoundView,
     ToolCallView,
 )
 from engine.money import fmt
@@ -53,6 +60,7 @@ MAX_SUMMARY = 1000
 MAX_REASON = 400
 MAX_DESCRIPTION = 60
 MAX_COMMENT = 200
+MAX_ROUND_TEXT = 150
 DIFF_ROWS, DIFF_CHARS = 8, 1400
 PAYMENT_ROWS, PAYMENT_CHARS = 6, 800
 TRAIL_CALLS, TRAIL_CHARS = 20, 1400
@@ -69,9 +77,10 @@ def show_command(note_id: str) -> str:
 
 
 def credit_note_card(view: CreditNoteCardView) -> Message:
-    """Draft: the evidence, `Approvals: k of n`, and the Approve / Reject buttons (value = the note id).
-    Any other status: the same evidence, who decided what, and no buttons — except an approved note that
-    nothing will issue now (held by the daily limit, or refused at issue), which offers Cancel."""
+    """Draft: the evidence, `Approvals: k of n`, and the Approve / Reject / Request changes buttons (value =
+    the note id). Any other status: the same evidence, who decided what, and no buttons — except an
+    approved note that nothing will issue now (held by the daily limit, or refused at issue), which offers
+    Cancel. A case's earlier rounds (notes sent back with a question, and the answers) are listed."""
     note, currency = view.credit_note, view.customer.currency
 
     def bid(part: str) -> str:
@@ -95,8 +104,12 @@ def credit_note_card(view: CreditNoteCardView) -> Message:
     ]
     if view.decisions:
         blocks.append(section(bid("votes"), _decisions_text(view.decisions)))
+    if view.rounds:
+        blocks.append(context(bid("rounds"), _rounds_text(view)))
     if note.status == "draft":
-        blocks.append(actions(bid("decide"), *vote_buttons(note, currency)))
+        blocks.append(actions(bid("decide"), *vote_buttons(note, currency), request_changes_button(note)))
+    elif view.sent_back is not None:
+        blocks.append(section(bid("outcome"), _sent_back_text(view.sent_back, view.requested_by)))
     else:
         blocks.append(section(bid("outcome"), _outcome_text(note, view.decisions, currency)))
     if note.cancellable:
@@ -132,6 +145,32 @@ def vote_buttons(note: CreditNoteView, currency: str) -> list[dict[str, object]]
             ),
         ),
     ]
+
+
+def request_changes_button(note: CreditNoteView) -> dict[str, object]:
+    """Send the note back with a question (a modal asks for it); no confirm: nothing is final yet."""
+    return button("Request changes", REQUEST_CHANGES_ACTION_ID, note.id)
+
+
+def _rounds_text(view: CreditNoteCardView) -> str:
+    """The case's earlier rounds, one line each: whose question, and the answer that started the next."""
+    lines = [f"Round {len(view.rounds) + (view.sent_back is None)} of {view.max_rounds}."]
+    for r in view.rounds[-view.max_rounds :]:
+        answer = f" — answer: “{clip(r.answer, MAX_ROUND_TEXT)}”" if r.answer else " — waiting for an answer"
+        lines.append(
+            f"`{escape(r.credit_note_id)}` sent back by {user(r.asked_by)}: "
+            f"“{clip(r.question, MAX_ROUND_TEXT)}”{answer}"
+        )
+    return "\n".join(lines)
+
+
+def _sent_back_text(sent_back: RoundView, requester: str) -> str:
+    who = user(requester) if requester[:1] in ("U", "W") else "the requester"  # not a cli:<os user>
+    return (
+        f":leftwards_arrow_with_hook: *Changes requested* by {user(sent_back.asked_by)}: "
+        f"{clip(sent_back.question, MAX_COMMENT)}. No credit is issued on this note; {who} answers in the "
+        "thread, and the case investigates again."
+    )
 
 
 def cancel_button(note: CreditNoteView, currency: str) -> dict[str, object]:

@@ -196,6 +196,18 @@ class DecisionView:
 
 
 @dataclass(frozen=True)
+class RoundView:
+    """An approver sent a round's note back with a question; the requester's answer started the next."""
+
+    round: int
+    credit_note_id: str
+    asked_by: str  # Slack id
+    question: str
+    answer: str | None = None
+    answered_by: str | None = None
+
+
+@dataclass(frozen=True)
 class CreditNoteCardView:
     """Everything on the card an approver decides from. While the note is a draft the card has the
     Approve and Reject buttons; an approved note that is held or was refused at issue has Cancel; in any
@@ -211,6 +223,13 @@ class CreditNoteCardView:
     credit_note: CreditNoteView
     decisions: Sequence[DecisionView] = ()
     revision: int = 0  # bump on every re-render: block_ids change, stale clicks are recognisable
+    rounds: Sequence[RoundView] = ()  # the case's notes sent back so far, oldest first
+    max_rounds: int = 3  # how many rounds a case may have before a person takes over
+
+    @property
+    def sent_back(self) -> RoundView | None:
+        """The request for changes that ended this card's note, if one did."""
+        return next((r for r in self.rounds if r.credit_note_id == self.credit_note.id), None)
 
 
 # ---- the reject-reason modal ----------------------------------------------------------------------------

@@ -1,6 +1,7 @@
-"""The modal that asks for the reason of a decision that needs one: a reject (of a draft) or a cancel (of an
-approved note that was never issued). Opened with views.open in the ack path: the click's trigger_id
-lives 3 seconds. Its callback_id says which decision it is; its private_metadata which card to update."""
+"""The modal that asks for the reason of a decision that needs one: a reject (of a draft), a request for
+changes (the question sent back with a draft) or a cancel (of an approved note that was never issued).
+Opened with views.open in the ack path: the click's trigger_id lives 3 seconds. Its callback_id says which
+decision it is; its private_metadata which card to update."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from bot.cards.ids import (
     REJECT_MODAL_CALLBACK_ID,
     REJECT_REASON_ACTION_ID,
     REJECT_REASON_BLOCK_ID,
+    REQUEST_CHANGES_MODAL_CALLBACK_ID,
 )
 from bot.cards.limits import CardLimitError, view_problems
 from bot.cards.models import CreditNoteView, RejectModalMetadata
@@ -31,6 +33,7 @@ class ReasonModalWords:
     lead: str  # "Rejecting" / "Cancelling"
     consequence: str
     placeholder: str
+    label: str = "Reason"
 
 
 REASON_MODALS = {
@@ -52,6 +55,17 @@ REASON_MODALS = {
         "It was approved but never issued; cancelled, it never will be. The customer then gets a reply "
         "with no amount and no promise of money back, and the invoice is free for a new case.",
         "Why should this credit note never be issued?",
+    ),
+    "request_changes": ReasonModalWords(
+        REQUEST_CHANGES_MODAL_CALLBACK_ID,
+        "Request changes",
+        "Send it back",
+        "Back",
+        "Sending back",
+        "The note is rejected with your question, and the requester is asked in the thread to answer it; "
+        "their answer starts a new investigation and, if it still finds an overcharge, a new note.",
+        "What should the requester check or tell us?",
+        "Your question",
     ),
 }
 DECISION_OF_CALLBACK = {words.callback_id: decision for decision, words in REASON_MODALS.items()}
@@ -77,7 +91,7 @@ def reason_modal(
             {
                 "type": "input",
                 "block_id": REJECT_REASON_BLOCK_ID,
-                "label": plain("Reason"),
+                "label": plain(words.label),
                 "hint": plain("Recorded with your name on the credit note's approval log."),
                 "element": {
                     "type": "plain_text_input",

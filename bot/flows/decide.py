@@ -1,6 +1,7 @@
 """Decisions on a credit note from Slack — a button click, the reason modal, `/billsleuth
 approve|reject|cancel` — all go through `decide` here, and from there through CaseService.decide (a vote:
-claim, then resume) or CaseService.cancel (the end of an approved note that was never issued).
+claim, then resume), CaseService.request_changes (a reject that sends the note back with a question) or
+CaseService.cancel (the end of an approved note that was never issued).
 
 Identity is the Slack user id from the signed payload, handed in by the listener, with the workspace it
 came from (`slack:<team id>`, recorded as the vote's source). What the person who
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.cases import CaseNotFound
+from agent.state import REQUEST_CHANGES
 from approvals import queries
 from approvals.models import SLACK_SOURCE, DecisionOutcome, Refused, Rule, UnknownCreditNote
 from bot.cards import already_decided_message, parse_block_id, reason_modal, stale_card_message
@@ -33,7 +35,7 @@ UNKNOWN_NOTE_RULE = "unknown_credit_note"
 EXPIRE_DECISION = {"approver": "system", "decision": "expire", "comment": ""}
 CANCEL = "cancel"
 # The note status a decision acts on: votes on a draft, a cancel on an approved note never issued.
-OPEN_STATUS = {"approve": "draft", "reject": "draft", CANCEL: "approved"}
+OPEN_STATUS = {"approve": "draft", "reject": "draft", REQUEST_CHANGES: "draft", CANCEL: "approved"}
 
 
 @dataclass(frozen=True)
@@ -138,6 +140,10 @@ async def decide(
             outcome, case = await service.cancel(
                 credit_note_id, approver=user_id, reason=comment, approver_is_bot=is_bot, source=source
             )
+        elif decision == REQUEST_CHANGES:
+            outcome, case = await service.request_changes(
+                credit_note_id, approver=user_id, question=comment, approver_is_bot=is_bot, source=source
+            )
         else:
             outcome, case = await service.decide(
                 credit_note_id,
@@ -155,7 +161,7 @@ async def decide(
         if refused.rule == Rule.EXPIRED:
             await settle_expired(runtime, credit_note_id)
         return DecisionReport(refusal(str(refused.rule), refused.message))
-    await settle_card(runtime, credit_note_id)
+    await settle_card(runtime, credit_note_id)  # and, for a note sent back, the question in the thread
     notice = None if outcome.changed else already_decided_message(credit_note_id, outcome.status)
     return DecisionReport(notice, outcome, case)
 

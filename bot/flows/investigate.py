@@ -31,6 +31,7 @@ from bot.cards.investigate_modal import CUSTOMER_BLOCK_ID, WORDS_BLOCK_ID
 from bot.cards.models import ProgressView
 from bot.flows.notify import refusal, tell
 from bot.flows.progress import LiveProgress
+from bot.flows.rounds import answer_in_thread
 from bot.flows.show import show_case_result
 from bot.grammar import OperationError, check_customer_id, parse_mention
 from bot.presenters.cases import stopped_message
@@ -54,7 +55,10 @@ ALREADY_INVESTIGATING = (
 async def on_mention(
     runtime: BotRuntime, event: Mapping[str, Any], event_id: str, bot_user_id: str | None
 ) -> None:
-    """A person mentioned the bot: open a case, or tell them (alone) that they may not."""
+    """A person mentioned the bot: answer an approver's question (in the case's thread, as its requester),
+    open a case, or tell them (alone) that they may not."""
+    if await answer_in_thread(runtime, event, event_id, bot_user_id):
+        return
     if runtime.may_open_cases(str(event["user"])):
         await handle_mention(runtime, event, event_id, bot_user_id)
     else:

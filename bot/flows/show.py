@@ -16,13 +16,15 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agent.cases import CaseNotFound, case_row_in
-from agent.state import SETTLED, UNFINISHED, CaseStatus
+from agent.state import MAX_ROUNDS, SETTLED, UNFINISHED, CaseStatus
 from approvals import queries
 from bot import store
 from bot.cards import customer_reply_message
 from bot.cards.models import Message, ProgressStep
+from bot.cards.rounds import changes_requested_message
 from bot.presenters.approver import credit_note_card_message
 from bot.presenters.cases import case_message
+from bot.presenters.rounds import rounds_in
 from bot.runtime import BotRuntime
 
 log = logging.getLogger(__name__)
@@ -76,6 +78,27 @@ async def show_case_result(
                 await store.mark_drawn(conn, case["case_id"], store.drawn_state(case["status"], note))
     if case["status"] in SETTLED:  # e.g. a recovered case whose decision was applied meanwhile
         await announce_outcome(runtime, case["case_id"])
+    elif case["status"] == CaseStatus.REVISION_REQUESTED:
+        await ask_the_requester(runtime, case["case_id"])
+
+
+async def ask_the_requester(runtime: BotRuntime, case_id: str) -> bool:
+    """An approver sent the case's note back: put their question to the requester in the thread — once,
+    whichever process gets here first. True when this call posted it."""
+    row = await runtime.service.case_row(case_id)
+    async with runtime.engine.connect() as conn:
+        rounds = await rounds_in(conn, case_id)
+    waiting = row.status == CaseStatus.REVISION_REQUESTED and rounds and rounds[-1].answer is None
+    if not waiting or not row.channel:
+        return False
+    sent_back = rounds[-1]
+    if not await store.claim(runtime.engine, f"question:{case_id}:{sent_back.round}", case_id):
+        return False
+    message = changes_requested_message(case_id, row.requester, sent_back, MAX_ROUNDS)
+    await runtime.client.chat_postMessage(
+        channel=row.channel, thread_ts=row.thread_ts or row.message_ts, **message.as_kwargs()
+    )
+    return True
 
 
 async def announce_outcome(runtime: BotRuntime, case_id: str) -> bool:
@@ -100,12 +123,14 @@ async def announce_outcome(runtime: BotRuntime, case_id: str) -> bool:
 
 
 async def settle_card(runtime: BotRuntime, credit_note_id: str) -> None:
-    """After anything changed a note (a vote, an expiry, a recovered decision): redraw, then announce."""
+    """After anything changed a note (a vote, an expiry, a recovered decision): redraw, then announce the
+    outcome — or, for a note sent back, put the approver's question to the requester."""
     note = await queries.get_credit_note(runtime.engine, credit_note_id)
     if note.case_id is None:
         return
     await refresh_card(runtime, credit_note_id)
     await announce_outcome(runtime, note.case_id)
+    await ask_the_requester(runtime, note.case_id)
 
 
 async def redraw_behind(runtime: BotRuntime) -> list[str]:

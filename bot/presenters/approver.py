@@ -18,7 +18,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agent.cases import CaseService, case_row_in
-from agent.state import CaseStatus, held_by_daily_limit
+from agent.state import MAX_ROUNDS, CaseStatus, held_by_daily_limit
 from agent.tools import ToolContext, ToolError, call_tool, check_json, recompute
 from approvals import queries
 from approvals.issuing import over_daily_budget
@@ -32,6 +32,7 @@ from bot.cards.models import (
     CustomerView,
     Message,
     RecomputationView,
+    RoundView,
     ToolCallView,
 )
 from bot.presenters.notes import (
@@ -42,6 +43,7 @@ from bot.presenters.notes import (
     decision_views,
     note_model,
 )
+from bot.presenters.rounds import rounds_in
 from engine import schema
 from engine.diff import InvoiceCheck
 from engine.model import Payment
@@ -86,6 +88,7 @@ class ApproverView:
     tool_trail: tuple[ToolCall, ...]
     held_by_budget: bool  # approved, waiting for room under the daily credit limit
     issue_refused: str | None  # approved, but issuing it was refused: why
+    rounds: tuple[RoundView, ...] = ()  # the case's notes sent back with a question, and the answers
 
     @property
     def revision(self) -> int:
@@ -129,6 +132,7 @@ async def _read(
         tool_trail=tuple(await _agent_trail_in(conn, note.case_id)) if note.case_id else (),
         held_by_budget=held,
         issue_refused=(case.escalation_reason or "issuing it was refused") if refused and case else None,
+        rounds=await rounds_in(conn, note.case_id) if note.case_id else (),
     )
 
 
@@ -196,6 +200,8 @@ def card_view(view: ApproverView) -> CreditNoteCardView:
         credit_note=note_model(note, held_by_budget=view.held_by_budget, issue_refused=view.issue_refused),
         decisions=decision_views(view.votes),
         revision=view.revision,
+        rounds=view.rounds,
+        max_rounds=MAX_ROUNDS,
     )
 
 

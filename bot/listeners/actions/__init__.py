@@ -1,16 +1,22 @@
-"""Buttons on the evidence card (in a channel or in App Home): Approve, Reject and Cancel."""
+"""Buttons on the evidence card (in a channel or in App Home): Approve, Reject, Request changes and Cancel;
+and Resubmit, under an approver's question in the case's thread."""
 
 from __future__ import annotations
 
 from slack_bolt.async_app import AsyncApp
 
 from bot.cards import APPROVE_ACTION_ID, CANCEL_ACTION_ID, REJECT_ACTION_ID
+from bot.cards.ids import REQUEST_CHANGES_ACTION_ID, RESUBMIT_ACTION_ID
 from bot.listeners.actions.approve import approve_clicked
 from bot.listeners.actions.cancel import cancel_clicked
 from bot.listeners.actions.reject import reject_clicked
+from bot.listeners.actions.request_changes import request_changes_clicked
+from bot.listeners.actions.resubmit import resubmit_clicked
 
 
 def register(app: AsyncApp) -> None:
     app.action(APPROVE_ACTION_ID)(approve_clicked)
     app.action(REJECT_ACTION_ID)(reject_clicked)
     app.action(CANCEL_ACTION_ID)(cancel_clicked)
+    app.action(REQUEST_CHANGES_ACTION_ID)(request_changes_clicked)
+    app.action(RESUBMIT_ACTION_ID)(resubmit_clicked)

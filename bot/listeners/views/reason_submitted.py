@@ -1,5 +1,6 @@
-"""A reason modal submitted (a reject's, or a cancel's): a blank reason stays in the modal as a field
-error; otherwise the modal closes and the decision is made as the submitting user."""
+"""A reason modal submitted (a reject's, a request for changes' question, or a cancel's): a blank reason
+stays in the modal as a field error; otherwise the modal closes and the decision is made as the submitting
+user."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from engine.logcontext import bind_for_task
 NEEDS_REASON = {
     "reject": "A reject needs a reason: say what is wrong with this credit note.",
     "cancel": "A cancel needs a reason: say why this credit note should never be issued.",
+    "request_changes": "Say what you want the requester to check or tell you.",
 }
 OUT_OF_DATE = "This form is out of date; close it and click the button on the card again."
 

@@ -1,0 +1,112 @@
+"""Request changes, the requester's side: the answer to an approver's question — a mention of the bot in
+the case's thread, or the Resubmit button's modal — starts the next round. It gets a new message in the
+thread (progress, then the new card), so the old card keeps showing what was sent back and why.
+
+Only the case's requester answers; anyone else's mention in the thread is an ordinary mention.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from agent.cases import NotWaitingForAnswer
+from agent.state import CaseStatus
+from bot import store
+from bot.cards import progress_message
+from bot.cards.models import ProgressView
+from bot.cards.rounds import answer_modal
+from bot.flows.notify import refusal, tell
+from bot.flows.progress import LiveProgress
+from bot.flows.show import show_case_result
+from bot.grammar import strip_bot_mention
+from bot.presenters.rounds import rounds_in
+from bot.runtime import BotRuntime
+
+log = logging.getLogger(__name__)
+
+NOT_WAITING = "not_waiting_for_an_answer"
+ONLY_THE_REQUESTER = "only_the_requester_answers"
+
+
+async def answer_in_thread(
+    runtime: BotRuntime, event: Mapping[str, Any], event_id: str, bot_user_id: str | None
+) -> bool:
+    """A mention in the thread of a case waiting for its requester's answer, by that requester, is the
+    answer: True when it was (and is taken, once per event), False for an ordinary mention."""
+    thread_ts = event.get("thread_ts")
+    if not thread_ts:
+        return False
+    channel, user = str(event["channel"]), str(event["user"])
+    waiting = await store.case_waiting_in_thread(runtime.engine, channel, str(thread_ts))
+    if waiting is None or waiting[1] != user:
+        return False
+    case_id = waiting[0]
+    if not await store.claim(runtime.engine, event_id, case_id):
+        return True  # a redelivery of an answer already taken
+    answer = strip_bot_mention(str(event.get("text") or ""), bot_user_id)
+    await next_round(runtime, case_id, answer, user, channel=channel, thread_ts=str(thread_ts))
+    return True
+
+
+async def ask_for_answer(runtime: BotRuntime, case_id: str, user_id: str, trigger_id: str) -> None:
+    """The Resubmit button: the answer modal at once (the trigger_id lives three seconds) — for the
+    requester of a case still waiting; anyone else is told why not, alone."""
+    row = await runtime.service.case_row(case_id)
+    async with runtime.engine.connect() as conn:
+        rounds = await rounds_in(conn, case_id)
+    why = _why_not(row, user_id, rounds)
+    if why is not None:
+        runtime.start(
+            tell(runtime, user_id, refusal(*why), channel=row.channel, thread_ts=row.thread_ts),
+            name=f"tell {user_id}",
+        )
+        return
+    await runtime.client.views_open(trigger_id=trigger_id, view=answer_modal(case_id, rounds[-1]))
+
+
+async def next_round(
+    runtime: BotRuntime, case_id: str, answer: str, user_id: str, *, channel: str, thread_ts: str
+) -> dict[str, Any] | None:
+    """Take the answer, then investigate again in a new message of the thread. Returns the case JSON."""
+    row = await runtime.service.case_row(case_id)
+    why = _why_not(row, user_id, None)
+    try:
+        if why is not None:
+            raise NotWaitingForAnswer(why[1])
+        await runtime.service.accept_answer(case_id, answer=answer, by=user_id)
+    except (NotWaitingForAnswer, ValueError) as error:
+        rule = why[0] if why is not None else NOT_WAITING
+        await tell(runtime, user_id, refusal(rule, str(error)), channel=channel, thread_ts=thread_ts)
+        return None
+    view = ProgressView(case_id, row.customer_id or "?", row.requester)
+    posted = await runtime.client.chat_postMessage(
+        channel=channel, thread_ts=thread_ts, **progress_message(view).as_kwargs()
+    )
+    ts = str(posted["ts"])
+    await store.record_message(runtime.engine, case_id, channel, ts)
+    live = LiveProgress(
+        runtime.client,
+        pacer=runtime.progress_pacer,
+        channel=channel,
+        ts=ts,
+        case_id=case_id,
+        customer_id=row.customer_id or "?",
+        requested_by=row.requester,
+        interval=runtime.progress_interval,
+    )
+    async with runtime.investigations:
+        case = await runtime.service.run_round(case_id, message_ts=ts, on_progress=live.on_progress)
+    revision = await live.finish()
+    await show_case_result(runtime, case, steps=live.steps, revision=revision)
+    return case
+
+
+def _why_not(row: Any, user_id: str, rounds: Any) -> tuple[str, str] | None:
+    """Why this person cannot answer for this case now, as (rule, reason); None when they can."""
+    if row.status != CaseStatus.REVISION_REQUESTED or (rounds is not None and not rounds):
+        return NOT_WAITING, f"case {row.id} is not waiting for an answer"
+    if user_id != row.requester:
+        return ONLY_THE_REQUESTER, f"only the requester of case {row.id} answers its approver's question"
+    return None
