@@ -36,7 +36,7 @@ from bot.cards import (
     reject_reason_modal,
     stale_card_message,
 )
-from bot.cards.ids import BlockRef, block_id
+from bot.cards.ids import REQUEST_CHANGES_ACTION_ID, BlockRef, block_id
 from bot.cards.limits import (
     CARD_BLOCKS_JSON_BUDGET,
     MAX_BLOCKS,
@@ -169,7 +169,7 @@ def buttons(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
 # ---- the credit note card ----------------------------------------------------------------------------------
 
 
-def test_draft_card_shows_evidence_and_offers_exactly_approve_and_reject() -> None:
+def test_draft_card_shows_evidence_and_offers_exactly_approve_reject_and_request_changes() -> None:
     message = credit_note_card(card_view())
     assert_valid_message(message)
     text = all_text(message.blocks)
@@ -182,6 +182,7 @@ def test_draft_card_shows_evidence_and_offers_exactly_approve_and_reject() -> No
     assert [(b["text"]["text"], b["action_id"], b["value"]) for b in buttons(message.blocks)] == [
         ("Approve", APPROVE_ACTION_ID, "CN-0001"),
         ("Reject", REJECT_ACTION_ID, "CN-0001"),
+        ("Request changes", REQUEST_CHANGES_ACTION_ID, "CN-0001"),
     ]
     # The customer's words are escaped: no stray mentions or links.
     assert "Acme &amp; &lt;Sons&gt;" in text and "Please fix &lt;this&gt;." in text
@@ -196,7 +197,7 @@ def test_two_person_note_waiting_for_its_second_vote_still_has_both_buttons() ->
     assert_valid_message(message)
     assert "Approvals: 1 of 2" in all_text(message.blocks)
     assert "Approvals: 1 of 2" in message.text
-    assert [b["text"]["text"] for b in buttons(message.blocks)] == ["Approve", "Reject"]
+    assert [b["text"]["text"] for b in buttons(message.blocks)] == ["Approve", "Reject", "Request changes"]
     assert "<@UALICE> :white_check_mark: approved" in all_text(message.blocks)
 
 
@@ -237,8 +238,23 @@ def confirm_text(button: dict[str, Any]) -> str:
 
 
 def test_approve_and_reject_ask_for_confirmation_naming_the_note_and_amount() -> None:
-    for element in buttons(credit_note_card(card_view()).blocks):
+    money = [
+        b
+        for b in buttons(credit_note_card(card_view()).blocks)
+        if b["action_id"] != REQUEST_CHANGES_ACTION_ID
+    ]
+    assert [b["text"]["text"] for b in money] == ["Approve", "Reject"]
+    for element in money:
         assert "CN-0001" in confirm_text(element) and "123.60 USD" in confirm_text(element)
+
+
+def test_request_changes_moves_no_money_and_asks_no_confirmation() -> None:
+    (sent_back,) = [
+        b
+        for b in buttons(credit_note_card(card_view()).blocks)
+        if b["action_id"] == REQUEST_CHANGES_ACTION_ID
+    ]
+    assert "confirm" not in sent_back and sent_back["value"] == "CN-0001"
 
 
 @pytest.mark.parametrize(
@@ -348,7 +364,7 @@ def test_huge_ledger_is_cut_to_fit_with_a_pointer_to_show() -> None:
     trail = blocks["cn:CN-0001:trail:r2"]["elements"][0]["text"]
     assert "(400 calls)" in trail and "more — `/billsleuth show CN-0001` for all" in trail
     assert "Approvals: 1 of 2" in all_text(message.blocks)  # never cut away
-    assert [b["text"]["text"] for b in buttons(message.blocks)] == ["Approve", "Reject"]
+    assert [b["text"]["text"] for b in buttons(message.blocks)] == ["Approve", "Reject", "Request changes"]
 
 
 def test_each_revision_gets_new_block_ids_that_parse_back() -> None:

@@ -32,6 +32,7 @@ CHANNEL = "C0BILLING"
 SUPPORT = "U0SUPPORT1"  # opens cases
 FINANCE = ("U0FIN0001", "U0FIN0002", "U0FIN0003")  # on BILLSLEUTH_APPROVERS
 OUTSIDER = "U0SALES001"  # not an approver
+CARD_BUTTONS = ["Approve", "Reject", "Request changes"]  # a draft's evidence card (Home shows the first two)
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios" / "default"
 
 

@@ -19,6 +19,7 @@ from bot.slack_testing import SignedClient, SlackRecorder
 from bot.slack_testing import payloads as p
 from bot.slack_testing.processes import wait_until_serving
 from tests.bot.helpers import (
+    CARD_BUTTONS,
     CHANNEL,
     FINANCE,
     SCENARIOS,
@@ -139,7 +140,7 @@ async def test_cases_finished_but_never_drawn_are_drawn_at_start_and_replies_owe
         async with running_bot(ready_db_url, slack.settings(signing_secret=SECRET), **settings) as bot:
             await bot.settled()
     card = slack.message(CHANNEL, threads[credit["customer_id"]][1])
-    assert buttons(card) == ["Approve", "Reject"]
+    assert buttons(card) == CARD_BUTTONS
     explained = slack.message(CHANNEL, threads[benign["customer_id"]][1])
     assert "Explained" in all_text(explained.blocks)
     thread, card_ts = threads[issued["customer_id"]]
@@ -173,7 +174,7 @@ def tells_the_truth(slack: SlackRecorder, db_url: str, thread: str, card_ts: str
     ]
     if status == "issued":
         return buttons(card) == [] and "Issued" in all_text(card.blocks) and len(replies) == 1
-    return status == "draft" and buttons(card) == ["Approve", "Reject"] and replies == []
+    return status == "draft" and buttons(card) == CARD_BUTTONS and replies == []
 
 
 async def test_a_bot_killed_around_an_approve_click_leaves_every_card_telling_the_truth(

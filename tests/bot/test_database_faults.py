@@ -26,6 +26,7 @@ from bot.slack_testing import SignedClient, SlackRecorder
 from engine import schema
 from engine.db import create_engine, wait_until_reachable, with_database
 from tests.bot.helpers import (
+    CARD_BUTTONS,
     CHANNEL,
     SCENARIOS,
     SECRET,
@@ -109,7 +110,7 @@ async def _mention_gets_its_card(
     await bot.settled(timeout=60)
     (card,) = bot_replies(slack, CHANNEL, event["event"]["ts"])
     assert "Something went wrong" not in card.text, card.text
-    assert buttons(card) == ["Approve", "Reject"], card.text
+    assert buttons(card) == CARD_BUTTONS, card.text
 
 
 async def test_the_first_mention_after_a_postgres_restart_gets_its_card(
@@ -156,7 +157,7 @@ async def test_a_case_running_when_postgres_restarts_is_run_again_not_left_inves
 
     (card,) = bot_replies(slack, CHANNEL, event["event"]["ts"])
     assert "Something went wrong" not in card.text, card.text
-    assert buttons(card) == ["Approve", "Reject"], card.text
+    assert buttons(card) == CARD_BUTTONS, card.text
     async with restartable_bot.runtime.engine.connect() as conn:
         statuses = list((await conn.execute(select(schema.cases.c.status))).scalars())
         notes = (await conn.execute(select(func.count()).select_from(schema.credit_notes))).scalar_one()

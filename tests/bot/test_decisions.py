@@ -27,6 +27,7 @@ from bot.slack_testing import EphemeralMessage, SignedClient, SlackRecorder
 from bot.slack_testing import payloads as p
 from engine import schema
 from tests.bot.helpers import (
+    CARD_BUTTONS,
     CHANNEL,
     FINANCE,
     OUTSIDER,
@@ -97,7 +98,7 @@ async def test_the_requester_cannot_approve_their_own_case(
     (refusal,) = ephemerals_to(slack, ALICE)
     assert Rule.REQUESTER_CANNOT_APPROVE.value in refusal.text
     assert await votes(bot, opened) == 0
-    assert buttons(card_of(slack, opened)) == ["Approve", "Reject"]
+    assert buttons(card_of(slack, opened)) == CARD_BUTTONS
 
 
 async def test_the_same_person_cannot_vote_twice_on_a_two_person_note(
@@ -125,7 +126,7 @@ async def test_two_person_approval_issues_and_posts_the_reply_with_the_amount(
 
     halfway = card_of(slack, opened)
     assert "Approvals: 1 of 2" in all_text(halfway.blocks)
-    assert buttons(halfway) == ["Approve", "Reject"]
+    assert buttons(halfway) == CARD_BUTTONS
     assert f"<@{ALICE}> :white_check_mark: approved" in all_text(halfway.blocks)
     assert customer_replies(slack, opened) == []
     assert_valid_blocks(halfway.blocks)
@@ -212,7 +213,7 @@ async def test_a_reject_submitted_by_someone_not_allowed_is_refused_privately(
     (refusal,) = ephemerals_to(slack, OUTSIDER)
     assert Rule.NOT_AN_APPROVER.value in refusal.text
     assert await votes(bot, opened) == 0
-    assert buttons(card_of(slack, opened)) == ["Approve", "Reject"]
+    assert buttons(card_of(slack, opened)) == CARD_BUTTONS
 
 
 # ---- exactly one outcome ----------------------------------------------------------------------------------

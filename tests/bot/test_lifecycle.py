@@ -25,6 +25,7 @@ from bot.slack_testing.processes import wait_until_serving
 from engine import schema
 from engine.db import create_engine
 from tests.bot.helpers import (
+    CARD_BUTTONS,
     CHANNEL,
     FINANCE,
     SECRET,
@@ -84,7 +85,7 @@ async def test_an_investigation_interrupted_by_a_stop_is_finished_and_shown_at_s
         case = await bot.runtime.service.show_case("CASE-0042")
     assert case["status"] == "awaiting_approval"
     card = slack.message(CHANNEL, progress.ts)
-    assert buttons(card) == ["Approve", "Reject"]
+    assert buttons(card) == CARD_BUTTONS
     assert sc["truth"]["overcharge"] in all_text(card.blocks)
     assert len(bot_replies(slack, CHANNEL, asked.ts)) == 1  # drawn in its own message, not a new one
 

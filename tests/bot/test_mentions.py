@@ -20,6 +20,7 @@ from bot.slack_testing import SignedClient, SlackRecorder
 from bot.slack_testing import payloads as p
 from engine import schema
 from tests.bot.helpers import (
+    CARD_BUTTONS,
     CHANNEL,
     SUPPORT,
     all_text,
@@ -57,7 +58,7 @@ async def test_mention_shows_live_progress_then_the_evidence_card_in_its_thread(
 
     words = all_text(card.blocks)
     truth = sc["truth"]
-    assert buttons(card) == ["Approve", "Reject"]
+    assert buttons(card) == CARD_BUTTONS
     assert "Approvals: 0 of 1" in words
     assert f"System recomputation of `{truth['invoice_ids'][0]}`" in words
     assert "Agent's tool trail" in words and "recompute_invoice" in words
@@ -226,7 +227,7 @@ async def test_message_shortcut_confirms_the_customer_and_investigates_in_that_t
     assert accepted.status == 200 and accepted.body == ""  # an empty ack closes the modal
     await bot.settled()
     (card,) = bot_replies(slack, CHANNEL, forwarded.ts)
-    assert buttons(card) == ["Approve", "Reject"]
+    assert buttons(card) == CARD_BUTTONS
     async with bot.runtime.engine.connect() as conn:
         row = (await conn.execute(select(schema.cases))).one()
     assert (row.thread_ts, row.requester, row.customer_id) == (forwarded.ts, SUPPORT, sc["customer_id"])

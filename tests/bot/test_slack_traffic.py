@@ -9,6 +9,7 @@ from bot.slack_testing import SignedClient, SlackRecorder
 from bot.slack_testing import payloads as p
 from engine import schema
 from tests.bot.helpers import (
+    CARD_BUTTONS,
     CHANNEL,
     SUPPORT,
     bot_replies,
@@ -38,7 +39,7 @@ async def test_an_edited_mention_opens_no_second_case_and_says_so(
 
     assert await count(bot, schema.cases) == 1
     card, notice = bot_replies(slack, CHANNEL, event["event"]["ts"])
-    assert buttons(card) == ["Approve", "Reject"]
+    assert buttons(card) == CARD_BUTTONS
     assert "already investigating this message" in notice.text
     # Slack retrying the edit's delivery changes nothing more.
     assert (await client.send(edited, retry_num=1)).status == 200
@@ -62,7 +63,7 @@ async def test_a_mention_edited_to_add_the_customer_id_opens_the_case(
     assert await count(bot, schema.cases) == 1
     ask, card = bot_replies(slack, CHANNEL, event["event"]["ts"])
     assert "C-0007" in ask.text and buttons(ask) == []  # the example id of the ask, in their language
-    assert buttons(card) == ["Approve", "Reject"]
+    assert buttons(card) == CARD_BUTTONS
 
 
 async def test_a_mention_also_sent_to_the_channel_is_handled_like_a_plain_one(
@@ -81,7 +82,7 @@ async def test_a_mention_also_sent_to_the_channel_is_handled_like_a_plain_one(
     assert (await client.send(event)).status == 200
     await bot.settled()
     (card,) = bot_replies(slack, CHANNEL, parent.ts)
-    assert buttons(card) == ["Approve", "Reject"]
+    assert buttons(card) == CARD_BUTTONS
     assert await count(bot, schema.cases) == 1
 
 
@@ -93,7 +94,7 @@ async def test_a_mention_with_a_file_attached_is_handled_like_a_plain_one(
     assert (await client.send(event)).status == 200
     await bot.settled()
     (card,) = bot_replies(slack, CHANNEL, typed.ts)
-    assert buttons(card) == ["Approve", "Reject"]
+    assert buttons(card) == CARD_BUTTONS
 
 
 async def test_a_bots_message_that_mentions_the_app_stays_ignored(

@@ -24,6 +24,7 @@ from bot.slack_testing import SignedClient, SlackRecorder
 from bot.slack_testing import payloads as p
 from engine import schema
 from tests.bot.helpers import (
+    CARD_BUTTONS,
     CHANNEL,
     FINANCE,
     OUTSIDER,
@@ -147,7 +148,7 @@ async def test_case_list_show_approve_through_the_slash_command(
     _, (shown,) = await slash(slack, client, bot, f"show {note_id}", ALICE)
     assert shown["response_type"] == "ephemeral"
     assert_valid_blocks(shown["blocks"])
-    assert buttons(shown) == ["Approve", "Reject"]
+    assert buttons(shown) == CARD_BUTTONS
     assert "System recomputation" in all_text(shown["blocks"])
 
     _, (refused,) = await slash(slack, client, bot, f"approve {note_id}", OUTSIDER)
