@@ -114,6 +114,8 @@ class BotRuntime:
         self.locks = Locks(service.engine)
         self._client: AsyncWebClient | None = None
         self._installation = InstallationCache()
+        # Whether assistant.threads.setStatus works for this app (None: not asked yet); see flows/progress.
+        self.thread_status_works: bool | None = None
 
     def bind(self, client: AsyncWebClient) -> None:
         """The Web API client of the app this runtime serves (the server calls this once)."""

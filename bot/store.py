@@ -137,6 +137,13 @@ async def record_message(
         await conn.execute(update(cases).where(cases.c.id == case_id).values(**where))
 
 
+async def forget_message(engine: AsyncEngine, case_id: str) -> None:
+    """The case's result goes into a new message of its thread (a new round): the old one keeps its card."""
+    cases = schema.cases
+    async with engine.begin() as conn:
+        await conn.execute(update(cases).where(cases.c.id == case_id).values(message_ts=None))
+
+
 def drawn_state(status: str, note: Mapping[str, Any] | None) -> str:
     """What a case's Slack message shows, as one comparable string: the case's status and its note's."""
     shown = f"{note['id']}:{note['status']}:{note['approvals']}" if note else "-"

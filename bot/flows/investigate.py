@@ -24,15 +24,14 @@ from bot.access import NOT_ALLOWED_TO_OPEN
 from bot.cards import (
     InvestigateMetadata,
     investigate_modal,
-    progress_message,
     read_investigate_submission,
 )
 from bot.cards.investigate_modal import CUSTOMER_BLOCK_ID, WORDS_BLOCK_ID
 from bot.cards.models import ProgressView
 from bot.flows.notify import refusal, tell
-from bot.flows.progress import LiveProgress
+from bot.flows.progress import start_progress
 from bot.flows.rounds import answer_in_thread
-from bot.flows.show import show_case_result
+from bot.flows.show import put_case_message, show_case_result
 from bot.grammar import OperationError, check_customer_id, parse_mention
 from bot.presenters.cases import stopped_message
 from bot.presenters.notes import customer_exists
@@ -169,35 +168,28 @@ async def handle_mention(
 async def investigate(
     runtime: BotRuntime, request: CaseRequest, *, case_id: str | None = None
 ) -> dict[str, Any] | None:
-    """Post the progress message, run the investigation (bounded), draw the result in that message.
+    """Show the progress (the thread's status, or a progress message), run the investigation (bounded),
+    draw the result (in that message, or as a new reply that clears the status).
 
     `case_id`: the case recorded when the request was claimed; else it is recorded here, queued, before
     anything else, so recovery finds it whatever happens next. Raises the Web API error when the progress
     message cannot be posted (the bot is not in the channel): the case is then escalated with that
     reason. Returns the case JSON, or None when the run failed or another run took the case up."""
-    service, client = runtime.service, runtime.client
+    service = runtime.service
     case_id = case_id or await store.new_case(service, request)
-    live_view = progress_message(_first_view(case_id, request))
     try:
-        posted = await client.chat_postMessage(
-            channel=request.channel, thread_ts=request.thread_ts, **live_view.as_kwargs()
+        live = await start_progress(
+            runtime,
+            case_id=case_id,
+            channel=request.channel,
+            thread_ts=request.thread_ts,
+            customer_id=request.customer_id,
+            requester=request.requester,
         )
     except SlackApiError as error:
         await service.abandon(case_id, f"could not post in {request.channel}: {error.response.get('error')}")
         raise
-    ts = str(posted["ts"])
-    thread_ts = request.thread_ts or ts
-    await store.record_message(runtime.engine, case_id, request.channel, ts, thread_ts)
-    live = LiveProgress(
-        client,
-        pacer=runtime.progress_pacer,
-        channel=request.channel,
-        ts=ts,
-        case_id=case_id,
-        customer_id=request.customer_id,
-        requested_by=request.requester,
-        interval=runtime.progress_interval,
-    )
+    thread_ts = request.thread_ts or live.ts
     try:
         async with runtime.investigations:
             open_it = functools.partial(
@@ -207,7 +199,7 @@ async def investigate(
                 customer_id=request.customer_id,
                 channel=request.channel,
                 thread_ts=thread_ts,
-                message_ts=ts,
+                message_ts=live.ts,
                 on_progress=live.on_progress,
                 case_id=case_id,
             )
@@ -217,7 +209,7 @@ async def investigate(
         log.exception("investigation %s failed", case_id)
         why = f"Something went wrong, so a person should take this one: {type(error).__name__}"
         failed = stopped_message(case_id, request.customer_id, request.requester, live.steps, why, revision)
-        await client.chat_update(channel=request.channel, ts=ts, **failed.as_kwargs())
+        await put_case_message(runtime, case_id, failed)
         return None
     revision = await live.finish()
     if case["status"] in UNFINISHED:

@@ -1,4 +1,7 @@
-"""The live "investigating…" message: a short step list, updated in place while the graph runs.
+"""While a case is investigated, the thread shows it: as the thread's own status line ("is investigating
+C-0007…", assistant.threads.setStatus) where the workspace lets the app set one — it clears itself when the
+result is posted — or else as the live "investigating…" message: a short step list, updated in place
+while the graph runs, which the result then replaces.
 
 The graph calls `on_progress(event)` synchronously from inside its run, so that callback only records the
 step and makes sure one flusher task is scheduled; it never waits and never raises. The flusher sends at
@@ -16,14 +19,95 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot import store
 from bot.cards import progress_message
 from bot.cards.models import ProgressStep, ProgressView
 from bot.presenters.cases import progress_step
-from bot.runtime import Pacer
+from bot.runtime import BotRuntime, Pacer
 
 log = logging.getLogger(__name__)
+
+LOADING_MESSAGES = [
+    "reading the ledger…",
+    "recomputing the invoices…",
+    "checking the findings against the ledger…",
+    "writing the reply…",
+]
+# Errors that say this app may not set thread statuses at all here (not just in this one thread).
+STATUS_UNSUPPORTED = frozenset(
+    {"unknown_method", "missing_scope", "not_allowed_token_type", "method_deprecated", "feature_not_enabled"}
+)
+
+
+class ThreadStatus:
+    """The thread's status line stands for the progress: nothing to update (Slack rotates the loading
+    messages), no message of its own (the result is posted as a new reply, which clears the status)."""
+
+    ts: str | None = None
+
+    def __init__(self) -> None:
+        self.steps: list[ProgressStep] = []
+
+    def on_progress(self, event: Mapping[str, Any]) -> None:
+        """Steps are not shown one by one in a status line."""
+
+    async def finish(self) -> int:
+        return 1
+
+
+async def start_progress(
+    runtime: BotRuntime,
+    *,
+    case_id: str,
+    channel: str,
+    thread_ts: str | None,
+    customer_id: str,
+    requester: str,
+) -> LiveProgress | ThreadStatus:
+    """Show that the case is being investigated: the thread's status where Slack allows it, else a new
+    progress message in the thread (recorded as the case's message, where its result is drawn). A Web API
+    error posting that message is raised (the bot is not in the channel, say)."""
+    if thread_ts and await _set_thread_status(runtime, channel, thread_ts, customer_id):
+        return ThreadStatus()
+    view = ProgressView(case_id, customer_id, requester)
+    posted = await runtime.client.chat_postMessage(
+        channel=channel, thread_ts=thread_ts, **progress_message(view).as_kwargs()
+    )
+    ts = str(posted["ts"])
+    await store.record_message(runtime.engine, case_id, channel, ts, thread_ts or ts)
+    return LiveProgress(
+        runtime.client,
+        pacer=runtime.progress_pacer,
+        channel=channel,
+        ts=ts,
+        case_id=case_id,
+        customer_id=customer_id,
+        requested_by=requester,
+        interval=runtime.progress_interval,
+    )
+
+
+async def _set_thread_status(runtime: BotRuntime, channel: str, thread_ts: str, customer_id: str) -> bool:
+    if runtime.thread_status_works is False:
+        return False
+    try:
+        await runtime.client.assistant_threads_setStatus(
+            channel_id=channel,
+            thread_ts=thread_ts,
+            status=f"is investigating {customer_id}…",
+            loading_messages=LOADING_MESSAGES,
+        )
+    except SlackApiError as error:
+        code = str(error.response.get("error"))
+        if code in STATUS_UNSUPPORTED:
+            runtime.thread_status_works = False  # asked once per process, not once per case
+            log.info("thread statuses are not available here (%s); progress messages it is", code)
+        return False
+    runtime.thread_status_works = True
+    return True
 
 
 class LiveProgress:

@@ -14,11 +14,9 @@ from typing import Any
 from agent.cases import NotWaitingForAnswer
 from agent.state import CaseStatus
 from bot import store
-from bot.cards import progress_message
-from bot.cards.models import ProgressView
 from bot.cards.rounds import answer_modal
 from bot.flows.notify import refusal, tell
-from bot.flows.progress import LiveProgress
+from bot.flows.progress import start_progress
 from bot.flows.show import show_case_result
 from bot.grammar import strip_bot_mention
 from bot.presenters.rounds import rounds_in
@@ -80,24 +78,18 @@ async def next_round(
         rule = why[0] if why is not None else NOT_WAITING
         await tell(runtime, user_id, refusal(rule, str(error)), channel=channel, thread_ts=thread_ts)
         return None
-    view = ProgressView(case_id, row.customer_id or "?", row.requester)
-    posted = await runtime.client.chat_postMessage(
-        channel=channel, thread_ts=thread_ts, **progress_message(view).as_kwargs()
-    )
-    ts = str(posted["ts"])
-    await store.record_message(runtime.engine, case_id, channel, ts)
-    live = LiveProgress(
-        runtime.client,
-        pacer=runtime.progress_pacer,
-        channel=channel,
-        ts=ts,
+    live = await start_progress(
+        runtime,
         case_id=case_id,
+        channel=channel,
+        thread_ts=thread_ts,
         customer_id=row.customer_id or "?",
-        requested_by=row.requester,
-        interval=runtime.progress_interval,
+        requester=row.requester,
     )
+    if live.ts is None:  # the thread's status shows this round: its card is a new reply
+        await store.forget_message(runtime.engine, case_id)
     async with runtime.investigations:
-        case = await runtime.service.run_round(case_id, message_ts=ts, on_progress=live.on_progress)
+        case = await runtime.service.run_round(case_id, message_ts=live.ts, on_progress=live.on_progress)
     revision = await live.finish()
     await show_case_result(runtime, case, steps=live.steps, revision=revision)
     return case

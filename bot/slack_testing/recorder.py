@@ -129,7 +129,10 @@ class SlackRecorder:
         bot_token: str | None = None,
         app_token: str | None = None,
         check_triggers: bool = True,
+        assistant_status: bool = False,
     ) -> None:
+        """`assistant_status`: serve assistant.threads.setStatus (a workspace where the app may show a
+        thread's status); without it the method is unknown, as for an app not set up for it."""
         self.workspace = workspace
         self.bot_token = bot_token or f"xoxb-{secrets.token_hex(6)}-{secrets.token_hex(12)}"
         self.app_token = app_token or f"xapp-1-{workspace.api_app_id}-{secrets.token_hex(12)}"
@@ -138,6 +141,7 @@ class SlackRecorder:
         self._messages: dict[str, list[StoredMessage]] = defaultdict(list)
         self._ephemerals: list[EphemeralMessage] = []
         self._views: dict[str, StoredView] = {}
+        self._statuses: dict[tuple[str, str], str] = {}  # (channel, thread_ts) → the status shown now
         self._used_triggers: set[str] = set()
         self._failures: dict[str, deque[_Failure]] = defaultdict(deque)
         self._last_ts_us = 0
@@ -160,6 +164,8 @@ class SlackRecorder:
             "conversations.history": self._conversations_history,
             "apps.connections.open": self._apps_connections_open,
         }
+        if assistant_status:
+            self._methods["assistant.threads.setStatus"] = self._assistant_threads_set_status
 
     # ---- lifecycle --------------------------------------------------------------------------------------
 
@@ -281,6 +287,10 @@ class SlackRecorder:
     def last_in_thread(self, channel: str, thread_ts: str) -> StoredMessage | None:
         replies = self.replies(channel, thread_ts)
         return replies[-1] if replies else None
+
+    def thread_status(self, channel: str, thread_ts: str) -> str:
+        """The status a thread shows now ("" when none: never set, cleared, or the app replied since)."""
+        return self._statuses.get((channel, thread_ts), "")
 
     def ephemerals(self, user: str | None = None) -> list[EphemeralMessage]:
         return [e for e in self._ephemerals if user is None or e.user == user]
@@ -473,7 +483,15 @@ class SlackRecorder:
             team=ws.team_id,
         )
         self._messages[channel].append(stored)
+        if stored.thread_ts:  # as in Slack, the app's reply in a thread clears the status it showed there
+            self._statuses.pop((channel, stored.thread_ts), None)
         return {"ok": True, "channel": channel, "ts": stored.ts, "message": stored.to_slack()}
+
+    async def _assistant_threads_set_status(self, args: dict[str, Any]) -> dict[str, Any]:
+        channel = _required(args, "channel_id", "channel_not_found")
+        thread_ts = _required(args, "thread_ts", "invalid_thread_ts")
+        self._statuses[(channel, thread_ts)] = str(args.get("status") or "")
+        return {"ok": True}
 
     async def _chat_update(self, args: dict[str, Any]) -> dict[str, Any]:
         channel = _required(args, "channel", "channel_not_found")
