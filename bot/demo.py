@@ -18,10 +18,12 @@ from typing import Any
 from agent.configuration import Configuration
 from approvals.config import ApprovalSettings
 from bot.cards import APPROVE_ACTION_ID, REJECT_ACTION_ID, REJECT_REASON_ACTION_ID, REJECT_REASON_BLOCK_ID
+from bot.cards.ids import REQUEST_CHANGES_ACTION_ID
 from bot.cards.text import render_blocks
 from bot.server import RunningBot, running_bot
 from bot.slack_testing import SignedClient, SlackRecorder
 from bot.slack_testing import payloads as p
+from bot.slack_testing.recorder import dm_channel
 
 SECRET = "demo-signing-secret-0123456789abcdef"
 CHANNEL = "C0BILLING"
@@ -29,6 +31,11 @@ SUPPORT = "U0SUPPORT1"
 FINANCE = ("U0FINANCE1", "U0FINANCE2")
 OUTSIDER = "U0SALES001"
 THRESHOLD = Decimal("300.00")
+BUTTON_LABELS = {
+    APPROVE_ACTION_ID: "Approve",
+    REJECT_ACTION_ID: "Reject",
+    REQUEST_CHANGES_ACTION_ID: "Request changes",
+}
 
 Say = Callable[[str], None]
 
@@ -70,9 +77,29 @@ class Scene:
         self.saved.append(path)
 
     async def click(self, thread_ts: str, user: str, action_id: str) -> None:
-        card = self.bot_messages(thread_ts)[0]
-        self.say(f"\n>>> @{user} clicks {'Approve' if action_id == APPROVE_ACTION_ID else 'Reject'}")
-        await self.deliver(p.click(card.to_slack(), user=user, channel=CHANNEL, action_id=action_id))
+        """A click on the newest message of the thread that has this button."""
+        message = next(m for m in reversed(self.bot_messages(thread_ts)) if action_id in json.dumps(m.blocks))
+        self.say(f"\n>>> @{user} clicks {BUTTON_LABELS[action_id]}")
+        await self.deliver(p.click(message.to_slack(), user=user, channel=CHANNEL, action_id=action_id))
+
+    async def reply_in_thread(self, thread_ts: str, words: str) -> None:
+        typed = self.slack.post_user_message(
+            CHANNEL, p.mention_text(words), user=SUPPORT, thread_ts=thread_ts
+        )
+        self.say(f"\n>>> @{SUPPORT} in the thread: @BillSleuth {words}")
+        event = p.app_mention(typed.text, user=SUPPORT, channel=CHANNEL, ts=typed.ts, thread_ts=thread_ts)
+        await self.deliver(event)
+
+    async def direct_messages(self, user: str, count: int) -> list[Any]:
+        """The bot's DMs to `user`, once there are `count` (the outbox sends them a moment after a change)."""
+        await self.slack.wait_until(lambda: len(self.slack.messages(dm_channel(user))) >= count, timeout=10)
+        return self.slack.messages(dm_channel(user))
+
+    async def submit_reason(self, user: str, words: str) -> None:
+        modal = self.slack.views("modal")[-1].view
+        self.say(f'    (a modal opens; @{user} types "{words}")')
+        values = {REJECT_REASON_BLOCK_ID: {REJECT_REASON_ACTION_ID: words}}
+        await self.deliver(p.view_submission(modal, user=user, values=values))
 
     def ephemerals_for(self, user: str) -> list[str]:
         return [e.text for e in self.slack.ephemerals(user)]
@@ -95,12 +122,17 @@ async def play(scene: Scene, scenarios: list[dict[str, Any]]) -> None:
     say("\n=== 1. An overcharge: investigation, evidence card, one finance approval ===")
     thread = await scene.mention(f"{single['customer_id']} {single['question']}")
     scene.show("Evidence card", scene.bot_messages(thread)[0])
+    (notice,) = await scene.direct_messages(FINANCE[0], 1)
+    scene.show(f"Direct message to @{FINANCE[0]}", notice)
     await scene.click(thread, OUTSIDER, APPROVE_ACTION_ID)
     say("    (only the clicker sees:) " + scene.ephemerals_for(OUTSIDER)[-1])
     await scene.click(thread, FINANCE[0], APPROVE_ACTION_ID)
     messages = scene.bot_messages(thread)
     scene.show("Card after approval", messages[0])
     scene.show("Reply for the customer (issued)", messages[-1])
+    (other,) = await scene.direct_messages(FINANCE[1], 1)
+    await scene.slack.wait_until(lambda: "Decided" in render_blocks(other.blocks), timeout=10)
+    scene.show(f"The direct message to @{FINANCE[1]}, once decided", other)
 
     double = pick(scenarios, credit=True, two_person=True)
     say(f"\n=== 2. {double['truth']['overcharge']} is over {THRESHOLD}: two finance users must approve ===")
@@ -118,21 +150,32 @@ async def play(scene: Scene, scenarios: list[dict[str, Any]]) -> None:
     say("\n=== 3. Finance rejects a draft with a reason ===")
     thread = await scene.mention(f"{rejected['customer_id']} {rejected['question']}")
     await scene.click(thread, FINANCE[1], REJECT_ACTION_ID)
-    modal = scene.slack.views("modal")[-1].view
-    reason = "Sales agreed this price with the customer in writing"
-    say(f'    (a modal asks for the reason; @{FINANCE[1]} types "{reason}")')
-    values = {REJECT_REASON_BLOCK_ID: {REJECT_REASON_ACTION_ID: reason}}
-    await scene.deliver(p.view_submission(modal, user=FINANCE[1], values=values))
+    await scene.submit_reason(FINANCE[1], "Sales agreed this price with the customer in writing")
     messages = scene.bot_messages(thread)
     scene.show("Card after rejection", messages[0])
     scene.show("Rewritten reply for the customer", messages[-1])
 
+    doubted = pick(scenarios, credit=True, skip=2)
+    say("\n=== 4. Finance asks a question first: Request changes, the answer, a new round ===")
+    thread = await scene.mention(f"{doubted['customer_id']} {doubted['question']}")
+    await scene.click(thread, FINANCE[0], REQUEST_CHANGES_ACTION_ID)
+    await scene.submit_reason(FINANCE[0], "Did the customer keep using the product after the change?")
+    card, question = scene.bot_messages(thread)[-2:]
+    scene.show("Card sent back", card)
+    scene.show("The question, in the thread", question)
+    await scene.reply_in_thread(
+        thread, "No: they stopped on the day they changed plans, nobody logged in after."
+    )
+    scene.show("A new round: a new card", scene.bot_messages(thread)[-1])
+    await scene.click(thread, FINANCE[0], APPROVE_ACTION_ID)
+    scene.show("Reply for the customer (issued in round 2)", scene.bot_messages(thread)[-1])
+
     benign = pick(scenarios, credit=False)
-    say("\n=== 4. A correct bill: explained, nothing to credit ===")
+    say("\n=== 5. A correct bill: explained, nothing to credit ===")
     thread = await scene.mention(f"{benign['customer_id']} {benign['question']}")
     scene.show("Explanation", scene.bot_messages(thread)[0])
 
-    say("\n=== 5. No customer id: the bot asks ===")
+    say("\n=== 6. No customer id: the bot asks ===")
     thread = await scene.mention("why did you charge me 89.00 in May?")
     scene.show("Question back", scene.bot_messages(thread)[0])
 
@@ -159,12 +202,12 @@ async def run_demo(
             say(f"BillSleuth is serving {bot.url}; Slack Web API calls go to the recorder at {slack.api_url}")
             scene = Scene(slack, bot, client, out_dir, say)
             await play(scene, scenarios)
-            counts = {
-                m: len(slack.calls(m)) for m in ("chat.postMessage", "chat.update", "chat.postEphemeral")
-            }
+            methods = ("chat.postMessage", "chat.update", "chat.postEphemeral", "views.open", "views.publish")
+            counts = {m: len(slack.calls(m)) for m in methods}
             say(
                 f"\nSlack Web API calls: {counts['chat.postMessage']} posts, {counts['chat.update']} edits, "
-                f"{counts['chat.postEphemeral']} ephemeral, {len(slack.calls('views.open'))} modal"
+                f"{counts['chat.postEphemeral']} ephemeral, {counts['views.open']} modals, "
+                f"{counts['views.publish']} App Home refreshes"
             )
             say(f"Block Kit JSON of each card: {out_dir}/ (paste into Block Kit Builder)")
             return scene

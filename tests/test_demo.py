@@ -29,6 +29,8 @@ async def test_the_demo_shows_every_outcome_and_saves_valid_block_kit(
     assert "Approvals: 1 of 2" in text
     assert text.count("Issued") >= 2 and "Rejected by" in text
     assert "Explained: the bill was right" in text
+    assert "A credit note waits for a decision" in text and "Decided" in text  # approvers are told
+    assert "Changes requested" in text and "Round 2 of 3" in text
     assert "customer id" in text  # the bot asked for one
     assert len(scene.saved) >= 8
     for path in scene.saved:
@@ -42,7 +44,7 @@ async def test_the_demo_shows_every_outcome_and_saves_valid_block_kit(
             (await conn.execute(sql("SELECT status, count(*) FROM credit_notes GROUP BY status"))).all()
         )
     await engine.dispose()
-    assert statuses == {"issued": 2, "rejected": 1}
+    assert statuses == {"issued": 3, "rejected": 2}  # a rejected note, and one sent back for a new round
 
 
 def _money_history(url: str) -> tuple[list[tuple[str, str]], list[tuple[int, str]]]:
@@ -83,6 +85,6 @@ def test_the_demo_cli_never_touches_the_users_database_and_runs_twice(
             actions = [r[0] for r in conn.execute("SELECT action FROM activity_log ORDER BY id")]
             issued = conn.execute("SELECT count(*) FROM credit_notes WHERE status = 'issued'").fetchone()
         assert actions.count("ledger.reseeded") == 1  # the second run erased the first run's notes
-        assert actions.count("credit_note.issued") == 4 and issued == (2,)
+        assert actions.count("credit_note.issued") == 6 and issued == (3,)  # three per run
     finally:
         drop_database(pg_server_url, demo_name)

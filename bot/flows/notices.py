@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 async def tell_approvers(runtime: BotRuntime, case_id: str) -> None:
     """After a change of the case's note: announce it while it waits, or update the notices once decided."""
     note = await queries.credit_note_for_case(runtime.engine, case_id)
-    if note is None:
+    if note is None:  # no note (yet), or a reseed erased the case
         return
     if note.status == NoteStatus.DRAFT:
         await _post_once(runtime, note, store.NoticeKind.NOTICE)

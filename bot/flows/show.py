@@ -149,8 +149,12 @@ async def redraw_behind(runtime: BotRuntime) -> list[str]:
 
 async def redraw_if_behind(runtime: BotRuntime, case_id: str) -> bool:
     """Draw the case's result when its Slack message shows an older state, or a customer reply is owed;
-    True when it drew. A case still being investigated is left to the run drawing its progress."""
-    row = await runtime.service.case_row(case_id)
+    True when it drew. A case still being investigated is left to the run drawing its progress, and one
+    that no longer exists (a reseed erased it) has nothing to draw."""
+    try:
+        row = await runtime.service.case_row(case_id)
+    except CaseNotFound:
+        return False
     if not row.channel or row.status in UNFINISHED:
         return False
     case = await runtime.service.show_case(case_id)

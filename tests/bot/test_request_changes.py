@@ -83,7 +83,7 @@ async def test_an_approver_sends_the_note_back_and_the_answer_in_the_thread_star
 ) -> None:
     opened = await send_back(slack, client, bot)
     old = card_of(slack, opened)
-    assert buttons(old) == [] and f"Changes requested* by <@{BOB}>: {QUESTION}" in all_text(old.blocks)
+    assert buttons(old) == [] and f"Changes requested* by <@{BOB}>: “{QUESTION}”" in all_text(old.blocks)
     case = await bot.runtime.service.show_case(opened.case_id)
     assert case["status"] == "revision_requested" and case["credit_note"]["status"] == "rejected"
     question_message = asking(slack, opened)
