@@ -3,6 +3,7 @@ open cases. Published with views.publish when the tab is opened and whenever a n
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from bot.cards.blocks import (
@@ -56,12 +57,7 @@ def _pending_blocks(view: HomeView) -> list[Block]:
     ]
     if not view.pending:
         blocks.append(context("home_pending_none", "Nothing is waiting for you."))
-    for item in view.pending[:MAX_PENDING_SHOWN]:
-        blocks.extend(_pending_note(item))
-    if len(view.pending) > MAX_PENDING_SHOWN:
-        left = len(view.pending) - MAX_PENDING_SHOWN
-        blocks.append(context("home_pending_more", f"_…and {left} more — `/billsleuth list` for all_"))
-    return blocks
+    return blocks + _listed(view.pending, MAX_PENDING_SHOWN, _pending_note, "home_pending_more")
 
 
 def _pending_note(item: PendingNoteView) -> list[Block]:
@@ -89,11 +85,16 @@ def _held_blocks(view: HomeView) -> list[Block]:
         section("home_held", f"*Approved, held by the daily credit limit* ({len(view.held)})"),
         context("home_held_why", "Each is issued once today's limit has room; an approver may cancel it."),
     ]
-    for item in view.held[:MAX_HELD_SHOWN]:
-        blocks.extend(_held_note(item))
-    if len(view.held) > MAX_HELD_SHOWN:
-        left = len(view.held) - MAX_HELD_SHOWN
-        blocks.append(context("home_held_more", f"_…and {left} more — `/billsleuth list` for all_"))
+    return blocks + _listed(view.held, MAX_HELD_SHOWN, _held_note, "home_held_more")
+
+
+def _listed(
+    items: Sequence[PendingNoteView], most: int, draw: Callable[[PendingNoteView], list[Block]], more: str
+) -> list[Block]:
+    """The first `most` notes' blocks, and a line counting the rest (`/billsleuth list` has them all)."""
+    blocks = [block for item in items[:most] for block in draw(item)]
+    if len(items) > most:
+        blocks.append(context(more, f"_…and {len(items) - most} more — `/billsleuth list` for all_"))
     return blocks
 
 

@@ -6,10 +6,12 @@ approver's Home within seconds — once: a change Slack already shows draws noth
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
+import pytest
 from sqlalchemy import select, update
 
 from agent.cases import case_service
@@ -40,6 +42,19 @@ OPTIONS: dict[str, Any] = dict(
 )
 
 
+@pytest.fixture
+async def door_open(
+    ready_db_url: str, slack: SlackRecorder
+) -> AsyncIterator[tuple[RunningBot, SignedClient]]:
+    """A bot draining the outbox (its poll 30 s: anything faster came by notification), CLI decisions on."""
+    settings = slack.settings(signing_secret=SECRET)
+    async with (
+        running_bot(ready_db_url, settings, approval_settings=DOOR_OPEN, **OPTIONS) as bot,
+        SignedClient(bot.url, SECRET) as client,
+    ):
+        yield bot, client
+
+
 def card_status(slack: SlackRecorder, opened: OpenedCase) -> str:
     """The card's first line, which names the note's status (`… · issued`)."""
     return str(card_of(slack, opened).blocks[0]["text"]["text"])
@@ -65,31 +80,26 @@ async def outbox_rows(bot: RunningBot) -> int:
 
 
 async def test_a_cli_approve_redraws_the_card_posts_the_reply_and_refreshes_every_home(
-    ready_db_url: str, slack: SlackRecorder
+    ready_db_url: str, slack: SlackRecorder, door_open: tuple[RunningBot, SignedClient]
 ) -> None:
+    bot, client = door_open
     sc = first_scenario(action="credit_note", single_approver=True)
-    async with (
-        running_bot(
-            ready_db_url, slack.settings(signing_secret=SECRET), approval_settings=DOOR_OPEN, **OPTIONS
-        ) as bot,
-        SignedClient(bot.url, SECRET) as client,
-    ):
-        opened = await open_case(slack, client, bot, sc)
-        assert "· waiting for approval" in card_status(slack, opened)
-        homes_before = len(slack.calls("views.publish"))
-        approved = await cli(
-            shell(ready_db_url, "finance-desk"), "approve", opened.credit_note_id or "", "--as", ALICE
-        )
-        assert approved.returncode == 0, approved.stderr
-        # The poll is 30 s: only the notification can bring the change here this fast.
-        await reaches_the_card(slack, opened, "issued")
-        await slack.wait_until(lambda: len(customer_replies(slack, opened)) == 1, timeout=DEADLINE)
-        await slack.wait_until(
-            lambda: set(FINANCE) <= homes_published_since(slack, homes_before), timeout=DEADLINE
-        )
-        assert sc["truth"]["overcharge"] in customer_replies(slack, opened)[0]
-        assert "via CLI by finance-desk" in all_text(card_of(slack, opened).blocks)
-        assert await _drained(bot)
+    opened = await open_case(slack, client, bot, sc)
+    assert "· waiting for approval" in card_status(slack, opened)
+    homes_before = len(slack.calls("views.publish"))
+    approved = await cli(
+        shell(ready_db_url, "finance-desk"), "approve", opened.credit_note_id or "", "--as", ALICE
+    )
+    assert approved.returncode == 0, approved.stderr
+    # The poll is 30 s: only the notification can bring the change here this fast.
+    await reaches_the_card(slack, opened, "issued")
+    await slack.wait_until(lambda: len(customer_replies(slack, opened)) == 1, timeout=DEADLINE)
+    await slack.wait_until(
+        lambda: set(FINANCE) <= homes_published_since(slack, homes_before), timeout=DEADLINE
+    )
+    assert sc["truth"]["overcharge"] in customer_replies(slack, opened)[0]
+    assert "via CLI by finance-desk" in all_text(card_of(slack, opened).blocks)
+    assert await _drained(bot)
 
 
 async def _drained(bot: RunningBot) -> bool:
@@ -101,80 +111,65 @@ async def _drained(bot: RunningBot) -> bool:
 
 
 async def test_a_change_slack_already_shows_draws_nothing_again(
-    ready_db_url: str, slack: SlackRecorder
+    ready_db_url: str, slack: SlackRecorder, door_open: tuple[RunningBot, SignedClient]
 ) -> None:
+    bot, client = door_open
     sc = first_scenario(action="credit_note", single_approver=True)
-    async with (
-        running_bot(
-            ready_db_url, slack.settings(signing_secret=SECRET), approval_settings=DOOR_OPEN, **OPTIONS
-        ) as bot,
-        SignedClient(bot.url, SECRET) as client,
-    ):
-        opened = await open_case(slack, client, bot, sc)
-        await cli(shell(ready_db_url, "finance-desk"), "approve", opened.credit_note_id or "", "--as", ALICE)
-        await reaches_the_card(slack, opened, "issued")
-        assert await _drained(bot)
-        updates, posts = len(slack.calls("chat.update")), len(slack.calls("chat.postMessage"))
-        # The same changes delivered again (at least once means "maybe twice"): Slack sees nothing new.
-        async with bot.runtime.engine.begin() as conn:
-            await conn.execute(
-                schema.outbox.insert().values(
-                    entity_type="case", entity_id=opened.case_id, case_id=opened.case_id, change="case.issued"
-                )
+    opened = await open_case(slack, client, bot, sc)
+    await cli(shell(ready_db_url, "finance-desk"), "approve", opened.credit_note_id or "", "--as", ALICE)
+    await reaches_the_card(slack, opened, "issued")
+    assert await _drained(bot)
+    updates, posts = len(slack.calls("chat.update")), len(slack.calls("chat.postMessage"))
+    # The same changes delivered again (at least once means "maybe twice"): Slack sees nothing new.
+    async with bot.runtime.engine.begin() as conn:
+        await conn.execute(
+            schema.outbox.insert().values(
+                entity_type="case", entity_id=opened.case_id, case_id=opened.case_id, change="case.issued"
             )
-        await deliver_changes(bot.runtime)
-        assert (len(slack.calls("chat.update")), len(slack.calls("chat.postMessage"))) == (updates, posts)
-        assert len(customer_replies(slack, opened)) == 1
+        )
+    await deliver_changes(bot.runtime)
+    assert (len(slack.calls("chat.update")), len(slack.calls("chat.postMessage"))) == (updates, posts)
+    assert len(customer_replies(slack, opened)) == 1
 
 
 async def test_another_process_decision_reaches_the_first_process_card(
-    ready_db_url: str, slack: SlackRecorder
+    ready_db_url: str, slack: SlackRecorder, door_open: tuple[RunningBot, SignedClient]
 ) -> None:
     """A reject committed by a second process that draws nothing (its own CaseService, as a second bot's
     flow or a script would hold): the first bot's card and thread show it."""
+    bot, client = door_open
     sc = first_scenario(action="credit_note", single_approver=False)
-    async with (
-        running_bot(
-            ready_db_url, slack.settings(signing_secret=SECRET), approval_settings=DOOR_OPEN, **OPTIONS
-        ) as bot,
-        SignedClient(bot.url, SECRET) as client,
-    ):
-        opened = await open_case(slack, client, bot, sc)
-        async with case_service(ready_db_url, Configuration(investigator="offline"), DOOR_OPEN) as other:
-            note_id = opened.credit_note_id or ""
-            await other.decide(note_id, approver=BOB, decision="approve", source="slack:T0OTHER")
-            await slack.wait_until(
-                lambda: "Approvals: 1 of 2" in all_text(card_of(slack, opened).blocks), timeout=DEADLINE
-            )
-            await other.decide(
-                note_id, approver=CAROL, decision="reject", comment="duplicate of a refund", source="slack:T0"
-            )
-        await reaches_the_card(slack, opened, "rejected")
-        await slack.wait_until(lambda: len(customer_replies(slack, opened)) == 1, timeout=DEADLINE)
+    opened = await open_case(slack, client, bot, sc)
+    async with case_service(ready_db_url, Configuration(investigator="offline"), DOOR_OPEN) as other:
+        note_id = opened.credit_note_id or ""
+        await other.decide(note_id, approver=BOB, decision="approve", source="slack:T0OTHER")
+        await slack.wait_until(
+            lambda: "Approvals: 1 of 2" in all_text(card_of(slack, opened).blocks), timeout=DEADLINE
+        )
+        await other.decide(
+            note_id, approver=CAROL, decision="reject", comment="duplicate of a refund", source="slack:T0"
+        )
+    await reaches_the_card(slack, opened, "rejected")
+    await slack.wait_until(lambda: len(customer_replies(slack, opened)) == 1, timeout=DEADLINE)
 
 
 async def test_an_expiry_settled_by_a_cli_list_reaches_the_card(
-    ready_db_url: str, slack: SlackRecorder
+    ready_db_url: str, slack: SlackRecorder, door_open: tuple[RunningBot, SignedClient]
 ) -> None:
+    bot, client = door_open
     sc = first_scenario(action="credit_note", single_approver=True)
-    async with (
-        running_bot(
-            ready_db_url, slack.settings(signing_secret=SECRET), approval_settings=DOOR_OPEN, **OPTIONS
-        ) as bot,
-        SignedClient(bot.url, SECRET) as client,
-    ):
-        opened = await open_case(slack, client, bot, sc)
-        async with bot.runtime.engine.begin() as conn:
-            notes = schema.credit_notes
-            await conn.execute(
-                update(notes)
-                .where(notes.c.id == opened.credit_note_id)
-                .values(expires_at=datetime.now(UTC) - timedelta(minutes=1))
-            )
-        listed = await cli(shell(ready_db_url, "finance-desk"), "list")
-        assert listed.returncode == 0, listed.stderr
-        await reaches_the_card(slack, opened, "expired")
-        await slack.wait_until(lambda: len(customer_replies(slack, opened)) == 1, timeout=DEADLINE)
+    opened = await open_case(slack, client, bot, sc)
+    async with bot.runtime.engine.begin() as conn:
+        notes = schema.credit_notes
+        await conn.execute(
+            update(notes)
+            .where(notes.c.id == opened.credit_note_id)
+            .values(expires_at=datetime.now(UTC) - timedelta(minutes=1))
+        )
+    listed = await cli(shell(ready_db_url, "finance-desk"), "list")
+    assert listed.returncode == 0, listed.stderr
+    await reaches_the_card(slack, opened, "expired")
+    await slack.wait_until(lambda: len(customer_replies(slack, opened)) == 1, timeout=DEADLINE)
 
 
 async def test_changes_made_while_the_bot_was_down_are_shown_when_it_starts(
