@@ -17,9 +17,11 @@ from sqlalchemy import select, update
 from agent.cases import case_service
 from agent.configuration import Configuration
 from approvals.config import ApprovalSettings
+from bot.cards import APPROVE_ACTION_ID
 from bot.flows.outbox import deliver_changes
 from bot.server import RunningBot, running_bot
 from bot.slack_testing import SignedClient, SlackRecorder
+from bot.slack_testing import payloads as p
 from engine import schema
 from tests.bot.helpers import (
     CHANNEL,
@@ -31,6 +33,7 @@ from tests.bot.helpers import (
     card_of,
     first_scenario,
     open_case,
+    snapshot,
 )
 from tests.bot.test_policy_doors import cli, shell
 
@@ -210,3 +213,27 @@ def test_a_rolled_back_change_leaves_nothing_in_the_outbox(seeded_db_url: str) -
         assert conn.execute("SELECT change FROM outbox").fetchall() == [("case.explained",)]
         conn.rollback()
         assert conn.execute("SELECT count(*) FROM outbox").fetchone() == (0,)
+
+
+async def test_a_second_bot_process_decision_reaches_the_first_process_card(
+    ready_db_url: str, slack: SlackRecorder, door_open: tuple[RunningBot, SignedClient]
+) -> None:
+    """The second bot takes the click and commits the vote, but its own Slack calls go astray (another
+    recorder, where this card does not exist) and it drains no outbox: the first bot shows the change."""
+    bot, client = door_open
+    opened = await open_case(slack, client, bot, first_scenario(action="credit_note", single_approver=True))
+    async with (
+        SlackRecorder() as astray,
+        running_bot(
+            ready_db_url, astray.settings(signing_secret=SECRET), approval_settings=DOOR_OPEN,
+            **{**OPTIONS, "outbox_poll": None},
+        ) as second,
+        SignedClient(second.url, SECRET) as second_client,
+    ):  # fmt: skip
+        card = snapshot(card_of(slack, opened))
+        clicked = p.click(card, user=ALICE, channel=CHANNEL, action_id=APPROVE_ACTION_ID)
+        assert (await second_client.send(clicked)).status == 200
+        await second.settled()
+        assert astray.calls("chat.update") and not astray.messages(CHANNEL)  # its redraw found no card
+        await reaches_the_card(slack, opened, "issued")
+        await slack.wait_until(lambda: len(customer_replies(slack, opened)) == 1, timeout=DEADLINE)
