@@ -208,7 +208,7 @@ async def test_a_bot_killed_around_an_approve_click_leaves_every_card_telling_th
     with bot_processes(ready_db_url, slack, 1) as [(process, url)]:
         await wait_until_serving(url, process)
         await eventually(
-            lambda: all(tells_the_truth(slack, ready_db_url, t, ts) for t, ts in cards), timeout=30
+            lambda: all(tells_the_truth(slack, ready_db_url, t, ts) for t, ts in cards), timeout=60
         )
         await asyncio.sleep(0.5)  # time for a second reply, if there were going to be one
     assert all(tells_the_truth(slack, ready_db_url, t, ts) for t, ts in cards)
