@@ -102,6 +102,7 @@ class CaseService:
         thread_ts: str | None = None,
         status: str = CaseStatus.QUEUED,
         opened_from: str | None = None,
+        found_by: str | None = None,
     ) -> str:
         """Record a new case on the caller's connection and return its id: `queued` until an
         investigation slot runs it. Written in the transaction that claims the request (a Slack event),
@@ -121,9 +122,12 @@ class CaseService:
                 channel=channel,
                 thread_ts=thread_ts,
                 opened_from=opened_from,
+                found_by=found_by,
             )
         )
         details = {"customer_id": customer_id, **({"opened_from": opened_from} if opened_from else {})}
+        if found_by:
+            details["found_by"] = found_by
         await activity.record(conn, "user", requester, "case.opened", "case", case_id, details)
         return case_id
 
@@ -139,6 +143,7 @@ class CaseService:
         on_progress: ProgressCallback | None = None,
         case_id: str | None = None,
         opened_from: str | None = None,
+        found_by: str | None = None,
     ) -> dict[str, Any]:
         """Run a case's investigation to its end or its pause, and return the case JSON.
 
@@ -150,7 +155,7 @@ class CaseService:
             async with self.engine.begin() as conn:
                 case_id = await self.register_case(
                     conn, question, requester=requester, customer_id=customer_id, channel=channel,
-                    thread_ts=thread_ts, opened_from=opened_from,
+                    thread_ts=thread_ts, opened_from=opened_from, found_by=found_by,
                 )  # fmt: skip
         initial: CaseState = {
             "case_id": case_id,
@@ -186,6 +191,33 @@ class CaseService:
                 .returning(cases.id)
             )
             return taken.first() is not None
+
+    async def choose_customer(self, case_id: str, customer_id: str, *, by: str) -> bool:
+        """A person picked the customer of a case whose message could name several: it is queued to run
+        (once: compare-and-set on a case still without one). False when it had one already."""
+        cases = schema.cases.c
+        async with self.engine.begin() as conn:
+            chosen = await conn.execute(
+                update(schema.cases)
+                .where(
+                    cases.id == case_id,
+                    cases.status == CaseStatus.NEEDS_CUSTOMER,
+                    cases.customer_id.is_(None),
+                )
+                .values(
+                    customer_id=customer_id,
+                    status=CaseStatus.QUEUED,
+                    found_by="chosen",
+                    updated_at=func.now(),
+                )
+                .returning(cases.id)
+            )
+            if chosen.first() is None:
+                return False
+            await activity.record(
+                conn, "user", by, "case.customer_chosen", "case", case_id, {"customer_id": customer_id}
+            )
+        return True
 
     async def abandon(self, case_id: str, reason: str) -> bool:
         """A queued case that can never be run (its Slack thread cannot be written to): escalated with the

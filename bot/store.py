@@ -41,6 +41,7 @@ class CaseRequest:
     requester: str  # the Slack user who asked
     channel: str
     thread_ts: str | None  # the thread the case goes into; None: the case's own message starts one
+    found_by: str | None = None  # how the customer was found in the words (id, email, name, fuzzy name)
 
 
 class ClaimOutcome(StrEnum):
@@ -75,9 +76,16 @@ async def is_claimed(engine: AsyncEngine, key: str) -> bool:
         return found.first() is not None
 
 
-async def claim_case(service: CaseService, event_key: str, message_key: str, request: CaseRequest) -> Claim:
-    """Claim a Slack event and the message it is about, and record its case (queued), in one
-    transaction: a claimed mention always has its case, whatever stops the process next.
+async def claim_case(
+    service: CaseService,
+    event_key: str,
+    message_key: str,
+    request: CaseRequest,
+    status: str = CaseStatus.QUEUED,
+) -> Claim:
+    """Claim a Slack event and the message it is about, and record its case (queued; or needs_customer
+    while a person picks which customer the words mean), in one transaction: a claimed mention always has
+    its case, whatever stops the process next.
 
     The event claim makes a retried or twice-delivered event run once; the message claim makes an
     edited mention (a new event on the same message) open no second case."""
@@ -88,7 +96,7 @@ async def claim_case(service: CaseService, event_key: str, message_key: str, req
             return Claim(ClaimOutcome.EVENT_SEEN, linked.scalar())
         if not await _claim_in(conn, message_key):
             return Claim(ClaimOutcome.MESSAGE_SEEN, None)  # the event's claim is kept: retries stay silent
-        case_id = await _register_case(service, conn, request)
+        case_id = await _register_case(service, conn, request, status)
         await conn.execute(update(events).where(events.c.event_id == event_key).values(case_id=case_id))
     return Claim(ClaimOutcome.CLAIMED, case_id)
 
@@ -99,14 +107,18 @@ async def new_case(service: CaseService, request: CaseRequest) -> str:
         return await _register_case(service, conn, request)
 
 
-async def _register_case(service: CaseService, conn: AsyncConnection, request: CaseRequest) -> str:
+async def _register_case(
+    service: CaseService, conn: AsyncConnection, request: CaseRequest, status: str = CaseStatus.QUEUED
+) -> str:
     return await service.register_case(
         conn,
         request.words,
         requester=request.requester,
-        customer_id=request.customer_id,
+        customer_id=request.customer_id or None,
         channel=request.channel,
         thread_ts=request.thread_ts,
+        status=status,
+        found_by=request.found_by,
     )
 
 

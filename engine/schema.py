@@ -43,6 +43,7 @@ customers = Table(
     Column("country", Text, nullable=False),
     Column("currency", Text, nullable=False),
     Column("tax_region", Text, nullable=False),
+    Column("contact_email", Text),  # where the customer writes from (NULL for seed 002's ledgers)
 )
 
 plans = Table(
@@ -247,6 +248,7 @@ cases = Table(
     Instant("updated_at", nullable=False, server_default=func.now()),
     Column("drawn_state", Text),  # the state its Slack message last showed (see bot/store.py)
     Column("opened_from", Text),  # cli:<os user> when opened from the CLI (under any --as); else NULL
+    Column("found_by", Text),  # how its customer was found: id | email | name | fuzzy name | chosen
 )
 
 # The policy in force (approvers, support, limits, CLI decisions): one row per setting, named by its

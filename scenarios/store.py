@@ -10,6 +10,7 @@ The caller owns the transaction.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import date
@@ -165,6 +166,15 @@ def _line_rows(invoice: Invoice) -> Iterator[Row]:
         }
 
 
+def contact_email(customer_id: str, name: str) -> str:
+    """The demo ledger's address for a customer: its name in ASCII where it has one (Helio Freight-004 →
+    billing@helio-freight-004.example.com), else its id (星河咨询-003 → billing@c-0003.example.com)."""
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    if not re.search(r"[a-z]", slug):
+        slug = customer_id.lower()
+    return f"billing@{slug}.example.com"
+
+
 def add_ledger_rows(rows: LedgerRows, ledger: ScenarioLedger) -> None:
     customer, sub = ledger.customer, ledger.subscription
     rows.customers.append(
@@ -174,6 +184,7 @@ def add_ledger_rows(rows: LedgerRows, ledger: ScenarioLedger) -> None:
             "country": customer.country,
             "currency": customer.currency,
             "tax_region": customer.tax_region,
+            "contact_email": contact_email(customer.id, customer.name),
         }
     )
     snapshot = subscription_snapshot(ledger)

@@ -215,10 +215,21 @@ def _fallback(note: CreditNoteView, currency: str) -> str:
 def _customer_block(view: CreditNoteCardView, bid: str) -> Block:
     return section(
         bid,
-        f"*{clip(view.customer.name, MAX_NAME)}* (`{escape(view.customer.id)}`) · "
+        f"*{clip(view.customer.name, MAX_NAME)}* (`{escape(view.customer.id)}`){_found_by(view)} · "
         f"case `{escape(view.case_id)}` opened by {user(view.requested_by)}\n"
         + quote(view.complaint, MAX_COMPLAINT),
     )
+
+
+def _found_by(view: CreditNoteCardView) -> str:
+    """How the customer was found, when the complaint did not give its id."""
+    how = {
+        "email": "found by the email address",
+        "name": "found by name",
+        "fuzzy name": "found by a name close to theirs — check it",
+        "chosen": "picked from the candidates",
+    }.get(view.found_by or "")
+    return f" · _{how}_" if how else ""
 
 
 def _recompute_blocks(

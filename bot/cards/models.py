@@ -42,6 +42,15 @@ class CustomerView:
     currency: str  # "USD"
 
 
+@dataclass(frozen=True)
+class CandidateView:
+    """A customer the complaint's words could mean."""
+
+    id: str
+    name: str
+    country: str
+
+
 # ---- the live progress message ---------------------------------------------------------------------------
 
 
@@ -225,6 +234,9 @@ class CreditNoteCardView:
     revision: int = 0  # bump on every re-render: block_ids change, stale clicks are recognisable
     rounds: Sequence[RoundView] = ()  # the case's notes sent back so far, oldest first
     max_rounds: int = 3  # how many rounds a case may have before a person takes over
+    found_by: str | None = (
+        None  # how the customer was found in the complaint: email, name, fuzzy name, chosen
+    )
 
     @property
     def sent_back(self) -> RoundView | None:

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
 from agent.cases import CaseNotFound, CaseService
+from agent.customers import Candidate, FoundBy, find_customer
 from agent.intake import parse_complaint
 from agent.prompts import ask_for_customer
-from agent.state import UNFINISHED
+from agent.state import UNFINISHED, CaseStatus
 from approvals.models import Rule
 from bot import store
 from bot.access import NOT_ALLOWED_TO_OPEN
@@ -26,15 +27,16 @@ from bot.cards import (
     investigate_modal,
     read_investigate_submission,
 )
+from bot.cards.customer_choice import customer_choice_message, customer_chosen_message
 from bot.cards.investigate_modal import CUSTOMER_BLOCK_ID, WORDS_BLOCK_ID
-from bot.cards.models import ProgressView
+from bot.cards.models import CandidateView, ProgressView
 from bot.flows.notify import refusal, tell
 from bot.flows.progress import start_progress
 from bot.flows.rounds import answer_in_thread
 from bot.flows.show import put_case_message, show_case_result
-from bot.grammar import OperationError, check_customer_id, parse_mention
+from bot.grammar import Mention, OperationError, check_customer_id, parse_mention
 from bot.presenters.cases import stopped_message
-from bot.presenters.notes import customer_exists
+from bot.presenters.notes import customer_exists, customer_view
 from bot.runtime import BotRuntime
 from bot.store import CaseRequest, ClaimOutcome
 from engine.db import is_connection_error, wait_until_reachable
@@ -140,6 +142,14 @@ async def handle_mention(
     channel, user = str(event["channel"]), str(event["user"])
     thread_ts = str(event.get("thread_ts") or event["ts"])
     mention = parse_mention(str(event.get("text") or ""), bot_user_id)
+    found_by: str | None = FoundBy.ID if mention.customer_id else None
+    if mention.customer_id is None and mention.words:  # named, not numbered: an email, or a name
+        match = await find_customer(runtime.engine, mention.words)
+        if match.customer is not None:
+            mention, found_by = Mention(match.customer.id, mention.words), match.found_by
+        elif match.candidates:
+            await ask_which_customer(runtime, event, event_id, mention.words, match.candidates)
+            return None
     if mention.customer_id is None or not mention.words:
         if not await store.claim(runtime.engine, event_id):
             log.info("event %s was already handled; ignoring this delivery", event_id)
@@ -148,7 +158,7 @@ async def handle_mention(
         ask = ask_for_customer(language) if mention.customer_id is None else ASK_FOR_WORDS
         await runtime.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=ask)
         return None
-    request = CaseRequest(mention.customer_id, mention.words, user, channel, thread_ts)
+    request = CaseRequest(mention.customer_id, mention.words, user, channel, thread_ts, found_by)
     # The message is claimed only once a case is to be opened, so a mention edited to add the missing
     # customer id still opens one.
     claim = await store.claim_case(runtime.service, event_id, f"mention:{channel}:{event['ts']}", request)
@@ -163,6 +173,50 @@ async def handle_mention(
         return await resume_unfinished(runtime, claim.case_id) if claim.case_id else None
     assert claim.case_id is not None
     return await investigate(runtime, request, case_id=claim.case_id)
+
+
+async def ask_which_customer(
+    runtime: BotRuntime,
+    event: Mapping[str, Any],
+    event_id: str,
+    words: str,
+    candidates: Sequence[Candidate],
+) -> None:
+    """The words could mean several customers: record the case (needs_customer, claimed with the event
+    and the message as any mention) and ask in the thread, one button per candidate."""
+    channel, thread_ts = str(event["channel"]), str(event.get("thread_ts") or event["ts"])
+    request = CaseRequest("", words, str(event["user"]), channel, thread_ts)
+    claim = await store.claim_case(
+        runtime.service, event_id, f"mention:{channel}:{event['ts']}", request, CaseStatus.NEEDS_CUSTOMER
+    )
+    if claim.outcome != ClaimOutcome.CLAIMED or claim.case_id is None:
+        log.info("event %s (which customer?) was handled already", event_id)
+        return
+    views = [CandidateView(c.id, c.name, c.country) for c in candidates]
+    await runtime.client.chat_postMessage(
+        channel=channel, thread_ts=thread_ts, **customer_choice_message(claim.case_id, views).as_kwargs()
+    )
+
+
+async def pick_customer(runtime: BotRuntime, user_id: str, value: str, channel: str, message_ts: str) -> None:
+    """A candidate's button: the case runs for that customer — once, whoever clicks first (anyone who
+    may open cases); the question in the thread then says who picked whom."""
+    case_id, _, customer_id = value.partition(" ")
+    if not runtime.may_open_cases(user_id):
+        await tell_not_allowed_to_open(runtime, user_id, channel, None)
+        return
+    if not await runtime.service.choose_customer(case_id, customer_id, by=user_id):
+        why = refusal("customer_chosen_already", f"case {case_id} has its customer already")
+        await tell(runtime, user_id, why, channel=channel)
+        return
+    row = await runtime.service.case_row(case_id)
+    customer = await customer_view(runtime.engine, customer_id)
+    picked = customer_chosen_message(CandidateView(customer.id, customer.name, ""), user_id)
+    await runtime.client.chat_update(channel=channel, ts=message_ts, **picked.as_kwargs())
+    request = CaseRequest(
+        customer_id, row.question, row.requester, row.channel, row.thread_ts, FoundBy.CHOSEN
+    )
+    await investigate(runtime, request, case_id=case_id)
 
 
 async def investigate(

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.cases import CaseNotFound, CaseService
+from agent.customers import find_customer
 from approvals import queries
 from approvals.models import Refused, UnknownCreditNote
 from bot.grammar import (
@@ -64,9 +65,19 @@ async def execute(service: CaseService, request: Request) -> Result:
 
 
 async def _open_case(service: CaseService, request: OpenCase) -> Result:
+    """With no customer id, the customer is found from the message (an id, an email, a name); several
+    candidates are listed for the caller to pick from, and nothing is opened."""
     customer_id = check_customer_id(request.customer_id) if request.customer_id else None
     if not request.message.strip():
         raise OperationError("the customer's message is empty")
+    found_by: str | None = None
+    if customer_id is None:
+        match = await find_customer(service.engine, request.message)
+        if match.customer is None and match.candidates:
+            named = ", ".join(f"{c.id} ({c.name}, {c.country})" for c in match.candidates)
+            raise OperationError(f"the message could mean several customers: {named}; give one id")
+        if match.customer is not None:
+            customer_id, found_by = match.customer.id, match.found_by
     case = await service.open_case(
         request.message,
         requester=request.requester,
@@ -74,6 +85,7 @@ async def _open_case(service: CaseService, request: OpenCase) -> Result:
         channel=request.channel,
         thread_ts=request.thread_ts,
         opened_from=request.opened_from,
+        found_by=found_by,
     )
     return Result(case, f"{case['case_id']}: {case['status']}")
 

@@ -75,6 +75,7 @@ class CaseFacts:
     requester: str
     findings: dict[str, Any]
     escalation_reason: str | None
+    found_by: str | None = None  # how the customer was found in the complaint (None: given as an id)
 
 
 @dataclass(frozen=True)
@@ -145,6 +146,7 @@ async def _case_facts(conn: AsyncConnection, case_id: str) -> CaseFacts:
         requester=row.requester,
         findings=row.findings or {},
         escalation_reason=row.escalation_reason,
+        found_by=row.found_by,
     )
 
 
@@ -202,6 +204,7 @@ def card_view(view: ApproverView) -> CreditNoteCardView:
         revision=view.revision,
         rounds=view.rounds,
         max_rounds=MAX_ROUNDS,
+        found_by=case.found_by if case is not None else None,
     )
 
 

@@ -1,14 +1,15 @@
 """Buttons on the evidence card (in a channel or in App Home): Approve, Reject, Request changes and Cancel;
-and Resubmit, under an approver's question in the case's thread."""
+Resubmit, under an approver's question in the case's thread; a candidate under "Which customer is this?"."""
 
 from __future__ import annotations
 
 from slack_bolt.async_app import AsyncApp
 
 from bot.cards import APPROVE_ACTION_ID, CANCEL_ACTION_ID, REJECT_ACTION_ID
-from bot.cards.ids import REQUEST_CHANGES_ACTION_ID, RESUBMIT_ACTION_ID
+from bot.cards.ids import PICK_CUSTOMER_ACTION_ID, REQUEST_CHANGES_ACTION_ID, RESUBMIT_ACTION_ID
 from bot.listeners.actions.approve import approve_clicked
 from bot.listeners.actions.cancel import cancel_clicked
+from bot.listeners.actions.pick_customer import customer_picked
 from bot.listeners.actions.reject import reject_clicked
 from bot.listeners.actions.request_changes import request_changes_clicked
 from bot.listeners.actions.resubmit import resubmit_clicked
@@ -20,3 +21,4 @@ def register(app: AsyncApp) -> None:
     app.action(CANCEL_ACTION_ID)(cancel_clicked)
     app.action(REQUEST_CHANGES_ACTION_ID)(request_changes_clicked)
     app.action(RESUBMIT_ACTION_ID)(resubmit_clicked)
+    app.action(PICK_CUSTOMER_ACTION_ID)(customer_picked)
