@@ -561,7 +561,21 @@ class CaseService:
             )
         ):
             return False  # held: without room today, resuming would only record the same hard stop again
-        return await self.resume(case_id, {"approver": "system", "decision": note.status, "comment": ""})
+        decision = {"approver": "system", "decision": note.status, "comment": ""}
+        return await self.resume(case_id, decision) or await self._catch_up(case_id)
+
+    async def _catch_up(self, case_id: str) -> bool:
+        """A stop between the graph's last checkpoint and the cases row leaves the row behind (say, still
+        waiting for approval with its note issued): copy the graph's end into it. True when it did."""
+        async with self._case_lock(case_id):
+            state = await self.state_of(case_id)
+            ended = state.values.get("status")
+            if state.next or ended in (None, CaseStatus.AWAITING_APPROVAL):
+                return False
+            if (await self.case_row(case_id)).status == ended:
+                return False
+            await self.sync_case(case_id)
+        return True
 
     async def prune_finished(self, older_than: timedelta = FINISHED_CHECKPOINT_RETENTION) -> list[str]:
         """Delete the graph checkpoints of cases finished longer ago than `older_than`.

@@ -498,3 +498,22 @@ async def test_a_cli_cancel_is_refused_while_the_cli_door_is_shut(seeded_db_url:
     assert refused.returncode != 0 and "cli_decisions_off" in refused.stderr
     async with case_service(seeded_db_url, offline, settings()) as service:
         assert (await service.show_case(held["case_id"]))["credit_note"]["status"] == "approved"
+
+
+async def test_a_stop_between_the_last_checkpoint_and_the_case_row_is_caught_up_by_recovery(
+    service: CaseService,
+) -> None:
+    """Killed after the resumed graph checkpointed its end (the note issued) but before the cases row was
+    written: the row still says awaiting_approval. Recovery copies the graph's end into it."""
+    sc = scenario("cancel_not_respected")
+    case = await service.open_case(sc["question"], requester="U0SUPPORT1", customer_id=sc["customer_id"])
+    await service.decide(case["credit_note"]["id"], approver=FINANCE[0], decision="approve")
+    async with service.engine.begin() as conn:
+        await conn.execute(
+            schema.cases.update()
+            .where(schema.cases.c.id == case["case_id"])
+            .values(status="awaiting_approval")
+        )
+    assert case["case_id"] in await service.recover()
+    caught_up = await service.show_case(case["case_id"])
+    assert caught_up["status"] == "issued" and caught_up["credit_note"]["status"] == "issued"
