@@ -8,12 +8,13 @@ Only the case's requester answers; anyone else's mention in the thread is an ord
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agent.cases import NotWaitingForAnswer
 from agent.state import CaseStatus
 from bot import store
+from bot.cards.models import RoundView
 from bot.cards.rounds import answer_modal
 from bot.flows.notify import refusal, tell
 from bot.flows.progress import start_progress
@@ -70,13 +71,13 @@ async def next_round(
     """Take the answer, then investigate again in a new message of the thread. Returns the case JSON."""
     row = await runtime.service.case_row(case_id)
     why = _why_not(row, user_id, None)
-    try:
-        if why is not None:
-            raise NotWaitingForAnswer(why[1])
-        await runtime.service.accept_answer(case_id, answer=answer, by=user_id)
-    except (NotWaitingForAnswer, ValueError) as error:
-        rule = why[0] if why is not None else NOT_WAITING
-        await tell(runtime, user_id, refusal(rule, str(error)), channel=channel, thread_ts=thread_ts)
+    if why is None:
+        try:
+            await runtime.service.accept_answer(case_id, answer=answer, by=user_id)
+        except (NotWaitingForAnswer, ValueError) as error:  # answered meanwhile, or a blank answer
+            why = (NOT_WAITING, str(error))
+    if why is not None:
+        await tell(runtime, user_id, refusal(*why), channel=channel, thread_ts=thread_ts)
         return None
     live = await start_progress(
         runtime,
@@ -95,8 +96,9 @@ async def next_round(
     return case
 
 
-def _why_not(row: Any, user_id: str, rounds: Any) -> tuple[str, str] | None:
-    """Why this person cannot answer for this case now, as (rule, reason); None when they can."""
+def _why_not(row: Any, user_id: str, rounds: Sequence[RoundView] | None) -> tuple[str, str] | None:
+    """Why this person cannot answer for this case now, as (rule, reason); None when they can. `rounds`:
+    the case's rounds when the caller read them (the Resubmit button needs the last one's question)."""
     if row.status != CaseStatus.REVISION_REQUESTED or (rounds is not None and not rounds):
         return NOT_WAITING, f"case {row.id} is not waiting for an answer"
     if user_id != row.requester:
