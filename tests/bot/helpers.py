@@ -164,6 +164,16 @@ def snapshot(message: StoredMessage) -> dict[str, Any]:
     return copy.deepcopy(message.to_slack())
 
 
+async def outbox_delivered(bot: RunningBot, timeout: float = 10.0) -> None:
+    """Wait until the bot has delivered every change its outbox holds: the rows go only after their
+    redraws, approver notices and Home refreshes are out."""
+    deadline = time.monotonic() + timeout
+    while await count(bot, schema.outbox):
+        if time.monotonic() > deadline:
+            raise TimeoutError("the outbox was not delivered in time")
+        await asyncio.sleep(0.05)
+
+
 async def count(bot: RunningBot, table: Any, *where: Any) -> int:
     async with bot.runtime.engine.connect() as conn:
         return (await conn.execute(select(func.count()).select_from(table).where(*where))).scalar_one()
