@@ -196,6 +196,8 @@ async def ask_which_customer(
     await runtime.client.chat_postMessage(
         channel=channel, thread_ts=thread_ts, **customer_choice_message(claim.case_id, views).as_kwargs()
     )
+    async with runtime.engine.begin() as conn:  # the question is what Slack shows: nothing to redraw
+        await store.mark_drawn(conn, claim.case_id, store.drawn_state(CaseStatus.NEEDS_CUSTOMER, None))
 
 
 async def pick_customer(runtime: BotRuntime, user_id: str, value: str, channel: str, message_ts: str) -> None:

@@ -9,6 +9,7 @@ from collections import Counter
 from sqlalchemy import select
 
 from bot.cards.ids import PICK_CUSTOMER_ACTION_ID
+from bot.flows.show import redraw_behind
 from bot.server import RunningBot
 from bot.slack_testing import SignedClient, SlackRecorder
 from bot.slack_testing import payloads as p
@@ -94,3 +95,16 @@ async def test_several_candidates_get_a_button_each_and_the_pick_runs_the_case_o
     await bot.settled()
     assert "customer_chosen_already" in slack.ephemerals(FINANCE[0])[-1].text
     assert (await case_of_thread(bot, thread))[1] == chosen and len(bot_replies(slack, CHANNEL, thread)) == 2
+
+
+async def test_a_case_waiting_for_its_customer_to_be_picked_is_not_redrawn_by_recovery(
+    slack: SlackRecorder, bot: RunningBot, client: SignedClient
+) -> None:
+    everyone = await names(bot)
+    base = Counter(n.rsplit("-", 1)[0] for n in everyone.values() if n.isascii())
+    shared = next(b for b, count in base.most_common() if count >= 2)
+    event = mention(slack, f"This is {shared}: why were we charged twice this month?")
+    assert (await client.send(event)).status == 200
+    await bot.settled()
+    assert await redraw_behind(bot.runtime) == []  # a restart's recovery: the question is all Slack shows
+    assert len(bot_replies(slack, CHANNEL, event["event"]["ts"])) == 1
