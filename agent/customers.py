@@ -75,13 +75,14 @@ async def find_customer(engine: AsyncEngine, text: str) -> CustomerMatch:
 def by_name(customers: list[Candidate], text: str) -> CustomerMatch:
     """The customers whose name the text contains; else those it names best, fuzzily; else none."""
     said = normalized(text)
-    exact = [c for c in customers if _contains(said, normalized(c.name))]
+    named = [(normalized(c.name), c) for c in customers]  # each name normalised once, not per test
+    exact = [(name, c) for name, c in named if _contains(said, name)]
     if exact:
         # "Helio Freight-004" also contains no shorter name, but "Helio Freight" would: the longest wins.
-        longest = max(len(normalized(c.name)) for c in exact)
-        return CustomerMatch(_first([c for c in exact if len(normalized(c.name)) == longest]), FoundBy.NAME)
+        longest = max(len(name) for name, _ in exact)
+        return CustomerMatch(_first([c for name, c in exact if len(name) == longest]), FoundBy.NAME)
     words = trigrams(said)
-    scored = [(similarity(normalized(c.name), words), c) for c in customers]
+    scored = [(similarity(name, words), c) for name, c in named]
     best = max((score for score, _ in scored), default=0.0)
     if best < FUZZY_THRESHOLD:
         return CustomerMatch(())

@@ -58,16 +58,24 @@ async def test_a_customer_named_in_the_words_is_investigated_and_the_card_says_s
     assert (customer, status, found_by) == ("C-0001", "awaiting_approval", "name")
 
 
-async def test_several_candidates_get_a_button_each_and_the_pick_runs_the_case_once(
+async def mention_a_shared_name(
     slack: SlackRecorder, bot: RunningBot, client: SignedClient
-) -> None:
+) -> tuple[dict[str, str], str, str]:
+    """Mention the bot with a name several customers share (`Helio Freight`, without its number);
+    returns every customer's name, the shared name and the mention's thread."""
     everyone = await names(bot)
     base = Counter(n.rsplit("-", 1)[0] for n in everyone.values() if n.isascii())
     shared = next(b for b, count in base.most_common() if count >= 2)
     event = mention(slack, f"This is {shared}: why were we charged twice this month?")
     assert (await client.send(event)).status == 200
     await bot.settled()
-    thread = event["event"]["ts"]
+    return everyone, shared, str(event["event"]["ts"])
+
+
+async def test_several_candidates_get_a_button_each_and_the_pick_runs_the_case_once(
+    slack: SlackRecorder, bot: RunningBot, client: SignedClient
+) -> None:
+    everyone, shared, thread = await mention_a_shared_name(slack, bot, client)
     (question,) = bot_replies(slack, CHANNEL, thread)
     assert "Which customer is this?" in all_text(question.blocks)
     picks = [e for b in question.blocks if b["type"] == "actions" for e in b["elements"]]
@@ -100,11 +108,6 @@ async def test_several_candidates_get_a_button_each_and_the_pick_runs_the_case_o
 async def test_a_case_waiting_for_its_customer_to_be_picked_is_not_redrawn_by_recovery(
     slack: SlackRecorder, bot: RunningBot, client: SignedClient
 ) -> None:
-    everyone = await names(bot)
-    base = Counter(n.rsplit("-", 1)[0] for n in everyone.values() if n.isascii())
-    shared = next(b for b, count in base.most_common() if count >= 2)
-    event = mention(slack, f"This is {shared}: why were we charged twice this month?")
-    assert (await client.send(event)).status == 200
-    await bot.settled()
+    _, _, thread = await mention_a_shared_name(slack, bot, client)
     assert await redraw_behind(bot.runtime) == []  # a restart's recovery: the question is all Slack shows
-    assert len(bot_replies(slack, CHANNEL, event["event"]["ts"])) == 1
+    assert len(bot_replies(slack, CHANNEL, thread)) == 1
