@@ -16,6 +16,7 @@ from decimal import Decimal
 from typing import Any, Literal
 
 from agent.audit_causes import ROOT_CAUSES, Context, diagnose, lines_of, plural, quote
+from agent.intake import Asked
 from engine.billing import months_between, tax_percent
 from engine.diff import InvoiceCheck, check_ledger, expected_invoices
 from engine.model import CustomerLedger, Invoice, Line, PriceBook
@@ -227,39 +228,36 @@ def audit_ledgers(ledgers: Iterable[CustomerLedger], book: PriceBook, as_of: dat
 # ---------- one complaint ----------
 
 
-def _fit(invoice: Invoice, amounts: Iterable[Decimal], month: int | None, amount: Decimal | None) -> int:
-    """How well an invoice fits what the customer quoted: the amount counts more than the month."""
+def _fit(invoice: Invoice, amounts: Iterable[Decimal], asked: Asked) -> int:
+    """How well an invoice fits what the customer pointed at: its id above all, then the amount, then
+    the month."""
     score = 0
-    if amount is not None and money(amount) in {invoice.total, *amounts}:
+    if asked.invoice_id is not None and invoice.id == asked.invoice_id:
+        score += 4
+    if asked.amount is not None and money(asked.amount) in {invoice.total, *amounts}:
         score += 2
-    if month is not None and invoice.issued_at.month == month:
+    if asked.month is not None and invoice.issued_at.month == asked.month:
         score += 1
     return score
 
 
-def _pick_finding(
-    findings: list[Finding], ledger: CustomerLedger, month: int | None, amount: Decimal | None
-) -> Finding:
+def _pick_finding(findings: list[Finding], ledger: CustomerLedger, asked: Asked) -> Finding:
     """The finding the complaint is about; else the largest (then the latest)."""
     invoices = {inv.id: inv for inv in ledger.invoices}
 
     def rank(f: Finding) -> tuple[int, Decimal, date]:
-        fit = _fit(
-            invoices[f.invoice_id], [*_paid_amounts(ledger, f.invoice_id), f.overcharge], month, amount
-        )
+        fit = _fit(invoices[f.invoice_id], [*_paid_amounts(ledger, f.invoice_id), f.overcharge], asked)
         return fit, f.overcharge, f.issued_at or date.min
 
     return max(findings, key=rank)
 
 
-def _pick_invoice(
-    ledger: CustomerLedger, as_of: date, month: int | None, amount: Decimal | None
-) -> Invoice | None:
+def _pick_invoice(ledger: CustomerLedger, as_of: date, asked: Asked) -> Invoice | None:
     """The invoice the complaint is about; else the latest."""
     billed = [inv for inv in ledger.invoices if inv.issued_at <= as_of]
 
     def rank(inv: Invoice) -> tuple[int, date, str]:
-        return _fit(inv, _paid_amounts(ledger, inv.id), month, amount), inv.issued_at, inv.id
+        return _fit(inv, _paid_amounts(ledger, inv.id), asked), inv.issued_at, inv.id
 
     return max(billed, key=rank, default=None)
 
@@ -353,21 +351,19 @@ def _benign(ledger: CustomerLedger, book: PriceBook, check: InvoiceCheck, invoic
 
 
 def investigate(
-    ledger: CustomerLedger,
-    book: PriceBook,
-    as_of: date,
-    month: int | None = None,
-    amount: Decimal | None = None,
+    ledger: CustomerLedger, book: PriceBook, as_of: date, asked: Asked | None = None
 ) -> Investigation:
     """Answer one complaint from the ledger alone.
 
-    `month` (1–12) and `amount` are what the customer quoted, if anything: they pick which overpaid invoice
-    the answer is about when there are several, and which correct invoice to explain when there are none.
+    `asked` is what the customer pointed at (an invoice id, a month, an amount), if anything: it picks
+    which overpaid invoice the answer is about when there are several, and which correct invoice to
+    explain when there are none.
     """
+    asked = asked or Asked()
     findings = audit_customer(ledger, book, as_of)
     if findings:
-        return _credit(_pick_finding(findings, ledger, month, amount), len(findings) - 1)
-    invoice = _pick_invoice(ledger, as_of, month, amount)
+        return _credit(_pick_finding(findings, ledger, asked), len(findings) - 1)
+    invoice = _pick_invoice(ledger, as_of, asked)
     if invoice is None:
         reasoning = f"{ledger.customer.id} has no invoices up to {as_of}; nothing was overcharged."
         return Investigation(NO_ERROR, [], ZERO, "explain_only", reasoning, [])

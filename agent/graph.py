@@ -23,7 +23,7 @@ from sqlalchemy import select
 from agent import prompts
 from agent.configuration import CaseContext
 from agent.grounding import EvidenceBook, ungrounded
-from agent.intake import parse_complaint
+from agent.intake import Asked, parse_complaint
 from agent.investigators import InvestigationOutcome, auditor_view, investigate_offline
 from agent.state import MAX_ROUNDS, REQUEST_CHANGES, CaseState, CaseStatus
 from agent.tools import ToolContext
@@ -62,6 +62,7 @@ async def intake(state: CaseState, runtime: Runtime[CaseContext]) -> dict[str, A
         "language": complaint.language,
         "month": complaint.month,
         "amount": fmt(complaint.amount) if complaint.amount is not None else None,
+        "invoice_id": complaint.invoice_id,
         "customer_id": customer_id,
         "evidence": [],
         "decisions": [],
@@ -93,6 +94,7 @@ async def investigate(state: CaseState, runtime: Runtime[CaseContext]) -> dict[s
     evidence = EvidenceBook()
     month = state.get("month")
     amount = Decimal(state["amount"]) if state.get("amount") else None
+    asked = Asked(month, amount, state.get("invoice_id"))
     actor = f"agent:{configuration.investigator}"
     async with _tools(state, context, actor) as tools:  # the calls' audit rows are written together
         if configuration.investigator == "llm":
@@ -102,9 +104,9 @@ async def investigate(state: CaseState, runtime: Runtime[CaseContext]) -> dict[s
             outcome: InvestigationOutcome = await investigate_with_model(
                 tools, evidence, configuration, question, month, state.get("amount")
             )
-            auditor = await auditor_view(_tools(state, context, "system:auditor"), month, amount)
+            auditor = await auditor_view(_tools(state, context, "system:auditor"), asked)
         else:
-            outcome, auditor = await investigate_offline(tools, evidence, month, amount)
+            outcome, auditor = await investigate_offline(tools, evidence, asked)
     update: dict[str, Any] = {
         "investigator": configuration.investigator,
         "findings": outcome.findings,

@@ -6,11 +6,11 @@ Both go through the same audited read-only tools, so the approver sees the same 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any
 
 from agent.auditor import investigate as audit_investigate
 from agent.grounding import EvidenceBook
+from agent.intake import Asked
 from agent.state import Findings
 from agent.tools import ToolContext, call_tool, ledger_and_book
 from engine.diff import ledger_as_of
@@ -26,10 +26,10 @@ class InvestigationOutcome:
     notes: list[str] = field(default_factory=list)
 
 
-async def auditor_view(ctx: ToolContext, month: int | None, amount: Decimal | None) -> dict[str, Any]:
+async def auditor_view(ctx: ToolContext, asked: Asked) -> dict[str, Any]:
     """The deterministic auditor's conclusion for this case (code reading the ledger, not a model)."""
     ledger, book = await ledger_and_book(ctx)
-    result = audit_investigate(ledger, book, ledger_as_of(ledger), month, amount)
+    result = audit_investigate(ledger, book, ledger_as_of(ledger), asked)
     return {
         "root_cause": result.root_cause,
         "invoice_ids": list(result.invoice_ids),
@@ -50,7 +50,7 @@ async def gather_overview(ctx: ToolContext, evidence: EvidenceBook) -> None:
 
 
 async def investigate_offline(
-    ctx: ToolContext, evidence: EvidenceBook, month: int | None, amount: Decimal | None
+    ctx: ToolContext, evidence: EvidenceBook, asked: Asked
 ) -> tuple[InvestigationOutcome, dict[str, Any]]:
     """Overview, then the auditor names the invoice, then that invoice is recomputed on the record.
 
@@ -58,7 +58,7 @@ async def investigate_offline(
     recompute_invoice call of their own (the one the approver will want to see in the trail).
     """
     await gather_overview(ctx, evidence)
-    view = await auditor_view(ctx, month, amount)
+    view = await auditor_view(ctx, asked)
     for invoice_id in view["invoice_ids"]:
         result = await call_tool(ctx, "recompute_invoice", {"invoice_id": invoice_id})
         if result.ok:

@@ -84,6 +84,7 @@ class CaseState(TypedDict, total=False):
     language: Literal["en", "zh"]
     month: int | None
     amount: str | None
+    invoice_id: str | None  # an invoice id the customer quoted
     investigator: str
     findings: Findings | None
     verified: bool  # the findings passed verify (only verified findings leave the graph's state)

@@ -249,6 +249,24 @@ cases = Table(
     Column("drawn_state", Text),  # the state its Slack message last showed (see bot/store.py)
     Column("opened_from", Text),  # cli:<os user> when opened from the CLI (under any --as); else NULL
     Column("found_by", Text),  # how its customer was found: id | email | name | fuzzy name | chosen
+    Column("linked_from", Text),  # the case whose card offered this one (`Open a case`); else NULL
+)
+
+# Each overcharge the sweep found, recorded the first time it was seen; posted_at/channel/ts once a digest
+# listed it (never listed again); case_id once a case was opened from it (migration 0009).
+sweep_findings = Table(
+    "sweep_findings",
+    metadata,
+    Column("invoice_id", Text, primary_key=True),
+    Money("overcharge", primary_key=True),
+    Column("customer_id", Text, nullable=False),
+    Column("root_cause", Text, nullable=False),
+    Column("currency", Text, nullable=False),
+    Instant("first_seen", nullable=False, server_default=func.now()),
+    Instant("posted_at"),
+    Column("channel", Text),
+    Column("ts", Text),
+    Column("case_id", Text),
 )
 
 # The policy in force (approvers, support, limits, CLI decisions): one row per setting, named by its

@@ -43,6 +43,7 @@ DATASET_TABLES: tuple[Table, ...] = (
     t.credit_notes,
     t.cases,
     t.outbox,  # changes of those cases Slack has yet to show: gone with them
+    t.sweep_findings,  # findings about this ledger's invoices
     t.audit_log,
     t.slack_events,
     t.payments,

@@ -67,7 +67,7 @@ def test_audit_finds_exactly_the_injected_fault(seed: int, index: int, kind: str
 def test_investigate_answers_the_complaint(seed: int, index: int, kind: str) -> None:
     scenario_ledger, truth, question = make_scenario(seed, index, kind)
     complaint = parse_complaint(question)
-    result = investigate(as_customer_ledger(scenario_ledger), BOOK, AS_OF, complaint.month, complaint.amount)
+    result = investigate(as_customer_ledger(scenario_ledger), BOOK, AS_OF, complaint.asked)
     assert (result.root_cause, result.invoice_ids[0], result.overcharge, result.expected_action) == (
         truth.root_cause,
         truth.invoice_ids[0],

@@ -8,9 +8,10 @@ from datetime import UTC, date, datetime
 from decimal import Decimal
 
 from agent.auditor import NO_ERROR, UNKNOWN, audit_customer, has_overpaid_invoice, investigate
+from agent.intake import Asked, parse_complaint
 from engine.billing import build_invoices
 from engine.model import CreditNote, Customer, CustomerLedger, Event, Line, Payment, PriceBook, Subscription
-from engine.money import ZERO, money
+from engine.money import ZERO, fmt, money
 from engine.pricebook import COUPONS, PLANS, TAX_RATES
 from scenarios import faults
 from scenarios.faults import ScenarioLedger
@@ -94,7 +95,7 @@ def test_a_correct_negative_invoice_nobody_paid_is_not_a_finding() -> None:
     ledger = CustomerLedger(customer, [sub], invoices, payments)
     assert audit_customer(ledger, BOOK, date(2026, 8, 5)) == []
     assert has_overpaid_invoice(ledger, BOOK, date(2026, 8, 5)) is False
-    result = investigate(ledger, BOOK, date(2026, 8, 5), month=7)
+    result = investigate(ledger, BOOK, date(2026, 8, 5), Asked(month=7))
     assert (result.root_cause, result.invoice_ids, result.variant) == (
         NO_ERROR,
         [invoices[1].id],
@@ -124,11 +125,23 @@ def test_investigate_takes_the_invoice_the_complaint_names_else_the_largest() ->
     assert investigate(ledger, BOOK, AS_OF).invoice_ids[0] == largest
     for target in (doubled, mispriced):
         invoice = s.invoice(target)
-        by_amount = investigate(ledger, BOOK, AS_OF, amount=invoice.total)
-        by_month = investigate(ledger, BOOK, AS_OF, month=invoice.issued_at.month)
+        by_amount = investigate(ledger, BOOK, AS_OF, Asked(amount=invoice.total))
+        by_month = investigate(ledger, BOOK, AS_OF, Asked(month=invoice.issued_at.month))
         assert by_amount.invoice_ids[0] == target == by_month.invoice_ids[0]
         assert by_amount.overcharge == by_id[target].overcharge
         assert "1 other overpaid invoice" in by_amount.reasoning
+
+
+def test_an_invoice_id_the_customer_quotes_outweighs_a_month_and_an_amount() -> None:
+    s, doubled, mispriced = two_faults()
+    ledger = ledger_of(s)
+    other = s.invoice(mispriced)
+    complaint = parse_complaint(
+        f"Please check {doubled.lower()}: {fmt(other.total)} in month {other.issued_at.month} looked fine"
+    )
+    assert complaint.invoice_id == doubled
+    asked = Asked(month=other.issued_at.month, amount=other.total, invoice_id=complaint.invoice_id)
+    assert investigate(ledger, BOOK, AS_OF, asked).invoice_ids[0] == doubled
 
 
 def test_investigate_on_a_customer_without_invoices_explains_nothing_is_owed() -> None:
