@@ -39,6 +39,7 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 
 bench: $(STAMP)
+	$(BIN)/python benchmarks/cli_latency.py
 	$(BIN)/python benchmarks/audit_sweep.py
 	$(BIN)/python benchmarks/slack_latency.py
 

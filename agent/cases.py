@@ -9,18 +9,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from langgraph.types import Command, Durability
 from sqlalchemy import func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from agent.checkpoint import open_checkpointer
 from agent.configuration import CaseContext, Configuration
-from agent.graph import build_graph, settled_on_note
+from agent.lazy_graph import LazyGraph
 from agent.state import (
     FINISHED,
     REQUEST_CHANGES,
@@ -35,6 +33,9 @@ from approvals.models import NO_MONEY, ApprovalRefused, CreditNoteView, Decision
 from engine import schema
 from engine.db import create_engine
 from engine.logcontext import bind
+
+if TYPE_CHECKING:
+    from langgraph.types import Durability
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ class Sweep:
 @dataclass
 class CaseService:
     engine: AsyncEngine
-    graph: Any
+    graph: LazyGraph | Any  # compiled on first use (agent.lazy_graph); tests may hand in a compiled one
     configuration: Configuration
     approval_settings: ApprovalSettings
     # True when the settings are the database's stored policy (re-read before every decision, so a bot
@@ -465,6 +466,8 @@ class CaseService:
                 or values.get("status") != CaseStatus.ESCALATED
             ):
                 return False
+            from agent.graph import settled_on_note  # a graph is running: LangGraph is loaded already
+
             ended = {"decisions": [*values.get("decisions", []), decision], **settled_on_note(values, note)}
             await self.graph.aupdate_state(self._config(case_id), ended, as_node=WAITING_NODE)
             await self.sync_case(case_id)
@@ -481,6 +484,8 @@ class CaseService:
             if WAITING_NODE not in (state.next or ()):
                 log.info("case %s is not waiting for approval; not resuming", case_id)
                 return False
+            from langgraph.types import Command  # loaded by the graph already; not at import time
+
             values = await self.graph.ainvoke(
                 Command(resume=decision),
                 self._config(case_id),
@@ -594,7 +599,7 @@ class CaseService:
         pruned = []
         for case_id in finished:
             if (await self.state_of(case_id)).values:
-                await self.graph.checkpointer.adelete_thread(case_id)
+                await self.graph.adelete_thread(case_id)
                 pruned.append(case_id)
         return pruned
 
@@ -790,7 +795,8 @@ async def case_service(
     policy: str | None = None,
     actor: str = activity.BILLSLEUTH,
 ) -> AsyncIterator[CaseService]:
-    """A ready CaseService on this database: engine, checkpointer pool, compiled graph.
+    """A ready CaseService on this database: its engine now; its graph and checkpointer pool when a case
+    first needs them (a read command never does).
 
     `policy` — how it comes by the policy it enforces; `approval_settings` (default: the environment's)
     are this process's own:
@@ -805,10 +811,10 @@ async def case_service(
     engine = create_engine(libpq_url)
     try:
         settings, differences = await _policy_for(engine, own, mode, actor)
-        async with open_checkpointer(libpq_url) as saver:
+        async with AsyncExitStack() as graph_resources:  # the checkpointer's pool, once a graph runs
             yield CaseService(
                 engine,
-                build_graph(saver),
+                LazyGraph(libpq_url, graph_resources),
                 configuration or Configuration.from_env(),
                 settings,
                 follows_stored_policy=mode != FIXED,

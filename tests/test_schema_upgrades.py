@@ -139,3 +139,24 @@ def test_an_embedded_database_newer_than_the_code_is_not_touched(
     with pytest.raises(SchemaNotReady, match="newer than this billsleuth"):
         asyncio.run(ensure_ready(db_url))
     assert migrate.current_revision(db_url) == "9999"
+
+
+def test_the_quick_check_knows_the_heads_alembic_and_the_saver_have() -> None:
+    """ensure_ready's one-query check compares with these constants; a migration that forgets them fails
+    here, not silently in the field (the quick check would then always take the slow path, or worse)."""
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    from agent.database import CHECKPOINT_HEAD, SCHEMA_HEAD
+
+    assert SCHEMA_HEAD == HEAD
+    assert len(AsyncPostgresSaver.MIGRATIONS) - 1 == CHECKPOINT_HEAD
+
+
+def test_the_quick_check_says_current_only_at_both_heads(db_url: str, empty_db_url: str) -> None:
+    from agent.database import at_heads
+
+    assert asyncio.run(at_heads(db_url))
+    assert not asyncio.run(at_heads(empty_db_url))
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute("DELETE FROM checkpoint_migrations WHERE v > 2")
+    assert not asyncio.run(at_heads(db_url))

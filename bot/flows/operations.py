@@ -58,7 +58,7 @@ async def execute(service: CaseService, request: Request) -> Result:
             case Decide():
                 return await _decide(service, request)
     except (CaseNotFound, UnknownCreditNote, CardUnavailable) as error:
-        raise OperationError(str(error).strip("'\"")) from None
+        raise OperationError(str(error.args[0]) if error.args else str(error)) from None  # no KeyError quotes
     except Refused as refusal:
         raise OperationError(f"refused ({refusal.rule}): {refusal.message}", str(refusal.rule)) from None
     raise OperationError(f"unsupported request {request!r}")
