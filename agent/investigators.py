@@ -50,7 +50,7 @@ async def read_what_was_asked(ctx: ToolContext, evidence: EvidenceBook, view: di
     evidence."""
     asked = view.get("asked") or {}
     pointed_at = asked.get("invoice_id")
-    if pointed_at and pointed_at not in view["invoice_ids"]:
+    if pointed_at and pointed_at not in view["invoice_ids"] and not asked.get("overpaid"):
         result = await call_tool(ctx, "recompute_invoice", {"invoice_id": pointed_at})
         if result.ok:
             evidence.harvest("recompute_invoice", result.data)

@@ -209,7 +209,10 @@ def amount_not_found(
         where = f"您 {month}的发票是" if month else "您最近的发票是"
         return f"我们在您的账户上没有找到 {amount} 美元的扣款;{where} {invoices}。"
     invoices = ", ".join(f"{invoice_id} ({total})" for invoice_id, total in listed)
-    where = f"your invoices in {month} were" if month else "your latest invoices are"
+    if month:
+        where = f"your invoice in {month} was" if len(listed) == 1 else f"your invoices in {month} were"
+    else:
+        where = "your latest invoice is" if len(listed) == 1 else "your latest invoices are"
     return f"we could not find a charge of {amount} on your account; {where} {invoices}."
 
 
