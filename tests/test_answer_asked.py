@@ -19,6 +19,8 @@ from agent.prompts import month_of
 from engine import schema
 from engine.money import fmt
 from tests.test_cases import BILLSLEUTH, scenario, settings
+from tests.test_llm import correct_model
+from tests.test_llm import open_case as open_llm_case
 
 
 @pytest.fixture
@@ -151,3 +153,21 @@ def test_the_cli_asks_for_an_id_on_its_own_command_line(seeded_db_url: str) -> N
         assert "needs_customer" in opened.stdout
         assert 'billsleuth case open C-0007 "…"' in opened.stdout
         assert "mention" not in opened.stdout.lower()
+
+
+async def test_behind_a_model_the_reply_answers_the_wrong_month_too(seeded_db_url: str) -> None:
+    """The model recomputes only the overcharged invoice and lists nothing: what the reply says about the
+    month named is read onto the record by code, so it is grounded all the same."""
+    sc = scenario("proration_missing_credit")
+    target = sc["truth"]["invoice_ids"][0]
+    async with case_service(seeded_db_url, Configuration(investigator="offline"), settings()) as offline:
+        invoices = await invoices_of(offline, sc["customer_id"])
+    named = next(i for i in invoices if i.id != target)
+    script = correct_model(sc["truth"])[1:]  # no overview: no list_invoices from the model
+    words = f"Why was our {month('en', named).split()[0]} invoice so high?"
+    case, _ = await open_llm_case(seeded_db_url, script, sc, question=words)
+    assert case["status"] == "awaiting_approval", case["escalation_reason"]
+    assert case["reply"]["customer_message"].startswith(
+        f"Hello, your {month('en', named)} invoice {named.id} ({fmt(named.total)}) was correct; "
+        f"the overcharge is on your"
+    )
