@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from decimal import Decimal
 from typing import Any, Literal
@@ -29,6 +29,8 @@ __all__ = [
     "UNKNOWN",
     "Finding",
     "Investigation",
+    "asked_about",
+    "asked_period",
     "audit_customer",
     "audit_ledgers",
     "has_overpaid_invoice",
@@ -99,6 +101,7 @@ class Investigation:
     reasoning: str
     evidence: list[str]
     variant: str | None = None  # for no_error: what the bill holds that the customer may not expect
+    asked: dict[str, Any] = field(default_factory=dict)  # asked_about's answer: not in the JSON contract
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -228,38 +231,104 @@ def audit_ledgers(ledgers: Iterable[CustomerLedger], book: PriceBook, as_of: dat
 # ---------- one complaint ----------
 
 
-def _fit(invoice: Invoice, amounts: Iterable[Decimal], asked: Asked) -> int:
+Period = tuple[int, int]  # (year, month)
+
+
+def asked_period(ledger: CustomerLedger, as_of: date, asked: Asked) -> Period | None:
+    """The (year, month) the customer named, if any. "Last month" counts back from as_of (the ledger's
+    latest invoice: a real ledger's is about today, a demo's is in the past); a month without a year is
+    its latest on the ledger up to as_of."""
+    if asked.months_back is not None:
+        year, month0 = divmod(as_of.year * 12 + as_of.month - 1 - asked.months_back, 12)
+        return year, month0 + 1
+    if asked.month is None:
+        return None
+    if asked.year is not None:
+        return asked.year, asked.month
+    years = [
+        inv.issued_at.year
+        for inv in ledger.invoices
+        if inv.issued_at <= as_of and inv.issued_at.month == asked.month
+    ]
+    latest = as_of.year if asked.month <= as_of.month else as_of.year - 1
+    return (max(years) if years else latest), asked.month
+
+
+def _fit(invoice: Invoice, amounts: Iterable[Decimal], asked: Asked, period: Period | None) -> int:
     """How well an invoice fits what the customer pointed at: its id above all, then the amount, then
-    the month."""
+    the month (of its year)."""
     score = 0
     if asked.invoice_id is not None and invoice.id == asked.invoice_id:
         score += 4
     if asked.amount is not None and money(asked.amount) in {invoice.total, *amounts}:
         score += 2
-    if asked.month is not None and invoice.issued_at.month == asked.month:
+    if period is not None and (invoice.issued_at.year, invoice.issued_at.month) == period:
         score += 1
     return score
 
 
-def _pick_finding(findings: list[Finding], ledger: CustomerLedger, asked: Asked) -> Finding:
+def _pick_finding(
+    findings: list[Finding], ledger: CustomerLedger, asked: Asked, period: Period | None
+) -> Finding:
     """The finding the complaint is about; else the largest (then the latest)."""
     invoices = {inv.id: inv for inv in ledger.invoices}
 
     def rank(f: Finding) -> tuple[int, Decimal, date]:
-        fit = _fit(invoices[f.invoice_id], [*_paid_amounts(ledger, f.invoice_id), f.overcharge], asked)
-        return fit, f.overcharge, f.issued_at or date.min
+        amounts = [*_paid_amounts(ledger, f.invoice_id), f.overcharge]
+        return _fit(invoices[f.invoice_id], amounts, asked, period), f.overcharge, f.issued_at or date.min
 
     return max(findings, key=rank)
 
 
+def _ranked_invoices(
+    ledger: CustomerLedger, as_of: date, asked: Asked, period: Period | None
+) -> list[tuple[int, Invoice]]:
+    """Every invoice issued by as_of with its fit, best first (then the latest)."""
+    billed = [inv for inv in ledger.invoices if inv.issued_at <= as_of]
+    fits = [(_fit(inv, _paid_amounts(ledger, inv.id), asked, period), inv) for inv in billed]
+    return sorted(fits, key=lambda fit: (fit[0], fit[1].issued_at, fit[1].id), reverse=True)
+
+
 def _pick_invoice(ledger: CustomerLedger, as_of: date, asked: Asked) -> Invoice | None:
     """The invoice the complaint is about; else the latest."""
-    billed = [inv for inv in ledger.invoices if inv.issued_at <= as_of]
+    ranked = _ranked_invoices(ledger, as_of, asked, asked_period(ledger, as_of, asked))
+    return ranked[0][1] if ranked else None
 
-    def rank(inv: Invoice) -> tuple[int, date, str]:
-        return _fit(inv, _paid_amounts(ledger, inv.id), asked), inv.issued_at, inv.id
 
-    return max(billed, key=rank, default=None)
+def _on_the_account(ledger: CustomerLedger, findings: list[Finding], amount: Decimal) -> bool:
+    """Whether an amount is anywhere on the account: an invoice's figures or lines, a payment, a credit
+    note, an overcharge the audit found."""
+    figures = {f.overcharge for f in findings}
+    for inv in ledger.invoices:
+        figures |= {inv.subtotal, inv.discount, inv.tax, inv.total}
+        figures |= {line.amount for line in inv.lines}
+    figures |= {p.amount for p in ledger.payments} | {n.amount for n in ledger.credit_notes}
+    return money(amount) in {abs(figure) for figure in figures}
+
+
+LISTED_WHEN_UNMATCHED = 3  # the latest invoices a reply lists when the amount named is nowhere on the account
+
+
+def asked_about(ledger: CustomerLedger, findings: list[Finding], as_of: date, asked: Asked) -> dict[str, Any]:
+    """What the customer pointed at, as the ledger has it (plain JSON, for the write-up):
+    `invoice_id` the invoice that fits it best (None when nothing fits) and whether it was `overpaid`;
+    `period` the month they named ("2025-09"); `amount` theirs and whether it is `amount_on_account`;
+    `listed` the invoices a reply names when the amount is nowhere: that month's, else the latest few."""
+    period = asked_period(ledger, as_of, asked)
+    ranked = _ranked_invoices(ledger, as_of, asked, period)
+    best = ranked[0][1] if ranked and ranked[0][0] > 0 else None
+    overpaid_ids = {f.invoice_id for f in findings}
+    in_period = [inv for _, inv in ranked if (inv.issued_at.year, inv.issued_at.month) == period]
+    latest = sorted((inv for _, inv in ranked), key=lambda inv: (inv.issued_at, inv.id), reverse=True)
+    listed = sorted(in_period or latest[:LISTED_WHEN_UNMATCHED], key=lambda inv: (inv.issued_at, inv.id))
+    return {
+        "invoice_id": best.id if best else None,
+        "overpaid": best is not None and best.id in overpaid_ids,
+        "period": f"{period[0]}-{period[1]:02d}" if period else None,
+        "amount": fmt(asked.amount) if asked.amount is not None else None,
+        "amount_on_account": asked.amount is None or _on_the_account(ledger, findings, asked.amount),
+        "listed": [inv.id for inv in listed],
+    }
 
 
 def _paid_amounts(ledger: CustomerLedger, invoice_id: str) -> list[Decimal]:
@@ -361,12 +430,15 @@ def investigate(
     """
     asked = asked or Asked()
     findings = audit_customer(ledger, book, as_of)
+    about = asked_about(ledger, findings, as_of, asked)
     if findings:
-        return _credit(_pick_finding(findings, ledger, asked), len(findings) - 1)
+        period = asked_period(ledger, as_of, asked)
+        found = _credit(_pick_finding(findings, ledger, asked, period), len(findings) - 1)
+        return replace(found, asked=about)
     invoice = _pick_invoice(ledger, as_of, asked)
     if invoice is None:
         reasoning = f"{ledger.customer.id} has no invoices up to {as_of}; nothing was overcharged."
-        return Investigation(NO_ERROR, [], ZERO, "explain_only", reasoning, [])
+        return Investigation(NO_ERROR, [], ZERO, "explain_only", reasoning, [], asked=about)
     check = next(c for c in check_ledger(ledger, book, as_of) if c.invoice_id == invoice.id)
     benign = _benign(ledger, book, check, invoice)
     if check.billing_difference == ZERO:
@@ -375,5 +447,5 @@ def investigate(
         billed = f"{invoice.id} bills {fmt(invoice.total)} where the rules give {fmt(check.should_pay)}"
     reasoning = f"{billed} and nothing on the account was paid beyond the rules: {benign.why}."
     return Investigation(
-        NO_ERROR, [invoice.id], ZERO, "explain_only", reasoning, benign.facts, benign.variant
+        NO_ERROR, [invoice.id], ZERO, "explain_only", reasoning, benign.facts, benign.variant, about
     )

@@ -24,7 +24,12 @@ from agent import prompts
 from agent.configuration import CaseContext
 from agent.grounding import EvidenceBook, ungrounded
 from agent.intake import Asked, parse_complaint
-from agent.investigators import InvestigationOutcome, auditor_view, investigate_offline
+from agent.investigators import (
+    InvestigationOutcome,
+    auditor_view,
+    investigate_offline,
+    read_what_was_asked,
+)
 from agent.state import MAX_ROUNDS, REQUEST_CHANGES, CaseState, CaseStatus
 from agent.tools import ToolContext
 from agent.verify import verify_findings
@@ -58,24 +63,33 @@ async def intake(state: CaseState, runtime: Runtime[CaseContext]) -> dict[str, A
     context.progress({"type": "step", "step": "intake"})
     complaint = parse_complaint(state["question"])
     customer_id = state.get("customer_id") or complaint.customer_id
+    name: str | None = None
+    opened_from: str | None = None
+    async with context.engine.connect() as conn:
+        if customer_id:
+            customers = schema.customers.c
+            found = await conn.execute(select(customers.name).where(customers.id == customer_id))
+            name = found.scalar_one_or_none()
+        if name is not None:  # a name quoted in the words does not set the reply's language
+            complaint = parse_complaint(state["question"], (name,))
+        else:
+            cases = schema.cases.c
+            door = await conn.execute(select(cases.opened_from).where(cases.id == state["case_id"]))
+            opened_from = door.scalar_one_or_none()
     update: dict[str, Any] = {
         "language": complaint.language,
         "month": complaint.month,
+        "year": complaint.year,
+        "months_back": complaint.months_back,
         "amount": fmt(complaint.amount) if complaint.amount is not None else None,
         "invoice_id": complaint.invoice_id,
         "customer_id": customer_id,
         "evidence": [],
         "decisions": [],
     }
-    known = False
-    if customer_id:
-        async with context.engine.connect() as conn:
-            found = await conn.execute(
-                select(schema.customers.c.id).where(schema.customers.c.id == customer_id)
-            )
-            known = found.first() is not None
-    if not known:
-        ask = prompts.ask_for_customer(complaint.language)
+    if name is None:
+        from_cli = (opened_from or "").startswith("cli:")
+        ask = prompts.ask_for_customer(complaint.language, from_cli=from_cli)
         if customer_id:
             ask = f"I can't find customer {customer_id} in the ledger. " + ask
         reply = {"customer_message": "", "internal_note": ask}
@@ -94,7 +108,7 @@ async def investigate(state: CaseState, runtime: Runtime[CaseContext]) -> dict[s
     evidence = EvidenceBook()
     month = state.get("month")
     amount = Decimal(state["amount"]) if state.get("amount") else None
-    asked = Asked(month, amount, state.get("invoice_id"))
+    asked = Asked(month, amount, state.get("invoice_id"), state.get("year"), state.get("months_back"))
     actor = f"agent:{configuration.investigator}"
     async with _tools(state, context, actor) as tools:  # the calls' audit rows are written together
         if configuration.investigator == "llm":
@@ -105,6 +119,7 @@ async def investigate(state: CaseState, runtime: Runtime[CaseContext]) -> dict[s
                 tools, evidence, configuration, question, month, state.get("amount")
             )
             auditor = await auditor_view(_tools(state, context, "system:auditor"), asked)
+            await read_what_was_asked(_tools(state, context, "system:auditor"), evidence, auditor)
         else:
             outcome, auditor = await investigate_offline(tools, evidence, asked)
     update: dict[str, Any] = {
@@ -166,6 +181,7 @@ async def write_up(state: CaseState, runtime: Runtime[CaseContext]) -> dict[str,
         state.get("variant"),
         evidence,
         state.get("investigator", ""),
+        (state.get("auditor") or {}).get("asked"),
     )
     stray = ungrounded_in_reply(reply, evidence)
     if stray:

@@ -13,6 +13,7 @@ from agent.grounding import EvidenceBook
 from agent.intake import Asked
 from agent.state import Findings
 from agent.tools import ToolContext, call_tool, ledger_and_book
+from agent.write_up import COMPLAINT, NAMED_AMOUNT
 from engine.diff import ledger_as_of
 from engine.money import fmt
 
@@ -38,7 +39,27 @@ async def auditor_view(ctx: ToolContext, asked: Asked) -> dict[str, Any]:
         "reasoning": result.reasoning,
         "variant": getattr(result, "variant", None),
         "evidence": list(result.evidence),
+        "asked": result.asked,
     }
+
+
+async def read_what_was_asked(ctx: ToolContext, evidence: EvidenceBook, view: dict[str, Any]) -> None:
+    """Put on the record what the reply says about the customer's own words, whoever investigated: the
+    invoice they pointed at (recomputed, when it is not one the findings name), the invoices listed, and
+    — when it is nowhere on the account — the amount they named, so every figure the reply quotes is
+    evidence."""
+    asked = view.get("asked") or {}
+    pointed_at = asked.get("invoice_id")
+    if pointed_at and pointed_at not in view["invoice_ids"] and not asked.get("overpaid"):
+        result = await call_tool(ctx, "recompute_invoice", {"invoice_id": pointed_at})
+        if result.ok:
+            evidence.harvest("recompute_invoice", result.data)
+    if not any(item["tool"] == "list_invoices" for item in evidence.items):  # a model may not have listed
+        result = await call_tool(ctx, "list_invoices", {})
+        if result.ok:
+            evidence.harvest("list_invoices", result.data)
+    if asked.get("amount") and not asked.get("amount_on_account"):
+        evidence.add(COMPLAINT, "complaint", NAMED_AMOUNT, asked["amount"])
 
 
 async def gather_overview(ctx: ToolContext, evidence: EvidenceBook) -> None:
@@ -63,6 +84,7 @@ async def investigate_offline(
         result = await call_tool(ctx, "recompute_invoice", {"invoice_id": invoice_id})
         if result.ok:
             evidence.harvest("recompute_invoice", result.data)
+    await read_what_was_asked(ctx, evidence, view)
     findings: Findings = {
         "root_cause": view["root_cause"],
         "invoice_ids": view["invoice_ids"],

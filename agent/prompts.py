@@ -7,6 +7,7 @@ ledger's; the grounding check runs on it anyway.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any, Literal
 
@@ -90,9 +91,29 @@ BENIGN: dict[str, tuple[str, str]] = {
 }
 
 
-def language_of(text: str) -> Language:
-    """Chinese when the customer wrote Chinese (any CJK ideograph), else English."""
-    return "zh" if any("\u4e00" <= ch <= "\u9fff" for ch in text) else "en"
+# What says nothing about the language a customer writes in: ids (C-0007, INV-0007-09), email addresses.
+QUOTED_TOKENS = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+|\b[A-Za-z]{1,4}-[0-9][0-9A-Za-z-]*", re.ASCII)
+# One ideograph carries about as much as a short word: a sentence is Chinese when its ideographs, weighted
+# so, outnumber its Latin letters ("Hi, this is 星河咨询, why…" is English even before its name is known).
+IDEOGRAPH_WEIGHT = 3
+
+
+def _is_ideograph(ch: str) -> bool:
+    return "\u4e00" <= ch <= "\u9fff"
+
+
+def language_of(text: str, names: Iterable[str] = ()) -> Language:
+    """The language of the customer's own words: the names given (the customer's, once known — the
+    ledger's may be Chinese or English whatever the customer writes), ids and email addresses quoted in
+    them are left out; then Chinese when its ideographs outweigh its Latin letters, else English."""
+    words = QUOTED_TOKENS.sub(" ", text)
+    for name in sorted((n for n in names if n.strip()), key=len, reverse=True):
+        words = re.sub(re.escape(name.strip()), " ", words, flags=re.IGNORECASE)
+    if not any(ch.isalpha() for ch in words):  # nothing but a name: it is all there is to go on
+        words = text
+    ideographs = sum(1 for ch in words if _is_ideograph(ch))
+    letters = sum(1 for ch in words if ch.isascii() and ch.isalpha())
+    return "zh" if ideographs and ideographs * IDEOGRAPH_WEIGHT >= letters else "en"
 
 
 def describe_root_cause(root_cause: str, language: Language) -> str:
@@ -108,29 +129,91 @@ def describe_benign(variant: str | None, language: Language) -> str:
 
 
 def credit_reply(
-    language: Language, invoice_id: str, paid: str, should: str, overcharge: str, cause: str
+    language: Language,
+    invoice_id: str,
+    paid: str,
+    should: str,
+    overcharge: str,
+    cause: str,
+    asked: str = "",
 ) -> str:
+    """`asked`: what the reply says first about what the customer named, when it is not this invoice."""
     if language == "zh":
         return (
-            f"您好,我们核查了发票 {invoice_id}。您为它支付了 {paid} 美元,按我们的计费规则应付 {should} 美元,"
+            f"您好,{asked}我们核查了发票 {invoice_id}。您为它支付了 {paid} 美元,按我们的计费规则应付 {should} 美元,"
             f"多收了 {overcharge} 美元。原因是:{cause}。我们已提交一张 {overcharge} 美元的贷记单,"
             "财务审核通过后会通知您。给您带来不便,非常抱歉。"
         )
-    return (
-        f"Hello, we have checked invoice {invoice_id}. You paid {paid} for it; under our billing rules it should "
+    return _hello(
+        asked,
+        f"we have checked invoice {invoice_id}. You paid {paid} for it; under our billing rules it should "
         f"have been {should}, so you were overcharged {overcharge}. The cause: {cause}. We have asked our finance "
         f"team to approve a credit note for {overcharge} and will confirm as soon as it is approved. "
-        "We are sorry for the trouble."
+        "We are sorry for the trouble.",
     )
 
 
-def explain_reply(language: Language, invoice_id: str, total: str, reason: str) -> str:
+def explain_reply(language: Language, invoice_id: str, total: str, reason: str, asked: str = "") -> str:
     if language == "zh":
-        return f"您好,我们核查了发票 {invoice_id}(金额 {total} 美元),账单是正确的:{reason}。如有疑问欢迎随时联系我们。"
-    return (
-        f"Hello, we have checked invoice {invoice_id} ({total}) and it is correct: {reason}. "
-        "If anything is still unclear, just reply and we will walk you through it."
+        return f"您好,{asked}我们核查了发票 {invoice_id}(金额 {total} 美元),账单是正确的:{reason}。如有疑问欢迎随时联系我们。"
+    return _hello(
+        asked,
+        f"we have checked invoice {invoice_id} ({total}) and it is correct: {reason}. "
+        "If anything is still unclear, just reply and we will walk you through it.",
     )
+
+
+def _hello(asked: str, rest: str) -> str:
+    """An English reply's greeting, then what it says about what the customer named, if anything."""
+    return f"Hello, {asked} {rest[0].upper()}{rest[1:]}" if asked else f"Hello, {rest}"
+
+
+MONTH_NAMES = (
+    "January", "February", "March", "April", "May", "June",
+    "July", "August", "September", "October", "November", "December",
+)  # fmt: skip
+
+
+def month_of(language: Language, day: str) -> str:
+    """The month of an ISO date as a reply names it: "June 2025", "2025 年 6 月" (the numbers are the
+    date's own parts, so they stay grounded)."""
+    year, month = int(day[:4]), int(day[5:7])
+    return f"{year} 年 {month} 月" if language == "zh" else f"{MONTH_NAMES[month - 1]} {year}"
+
+
+def asked_elsewhere(
+    language: Language, asked: tuple[str, str, str], correct: bool, target: tuple[str, str]
+) -> str:
+    """The invoice the customer named (id, month, total) is not where the overcharge is (id, month)."""
+    (asked_id, asked_month, total), (target_id, target_month) = asked, target
+    if language == "zh":
+        verdict = "是正确的" if correct else "没有多收"
+        return (
+            f"您问到的 {asked_month}的发票 {asked_id}({total} 美元){verdict};"
+            f"多收的费用在 {target_month}的发票 {target_id} 上。"
+        )
+    verdict = "was correct" if correct else "was not overcharged"
+    return (
+        f"your {asked_month} invoice {asked_id} ({total}) {verdict}; "
+        f"the overcharge is on your {target_month} invoice {target_id}."
+    )
+
+
+def amount_not_found(
+    language: Language, amount: str, month: str | None, listed: list[tuple[str, str]]
+) -> str:
+    """The amount the customer named is nowhere on the account: the invoices it could not be matched to
+    (those of the month they named, else the latest)."""
+    if language == "zh":
+        invoices = "、".join(f"{invoice_id}({total} 美元)" for invoice_id, total in listed)
+        where = f"您 {month}的发票是" if month else "您最近的发票是"
+        return f"我们在您的账户上没有找到 {amount} 美元的扣款;{where} {invoices}。"
+    invoices = ", ".join(f"{invoice_id} ({total})" for invoice_id, total in listed)
+    if month:
+        where = f"your invoice in {month} was" if len(listed) == 1 else f"your invoices in {month} were"
+    else:
+        where = "your latest invoice is" if len(listed) == 1 else "your latest invoices are"
+    return f"we could not find a charge of {amount} on your account; {where} {invoices}."
 
 
 # How a Chinese reply names a currency after an amount ("123.60 美元"); others keep their ISO code.
@@ -163,7 +246,13 @@ def rejected_reply(language: Language, invoice_ids: list[str]) -> str:
     )
 
 
-def ask_for_customer(language: Language) -> str:
+def ask_for_customer(language: Language, *, from_cli: bool = False) -> str:
+    """Asked of whoever opened the case, in the way their door takes an id: a mention in Slack, the
+    command again on the CLI."""
+    if from_cli:
+        if language == "zh":
+            return '请给出这位客户的 ID,我才能查账:billsleuth case open C-0007 "…"'
+        return 'Which customer is this? Give the customer id: billsleuth case open C-0007 "…"'
     if language == "zh":
         return "请告诉我这位客户的 ID(例如 C-0007),我才能查账。"
     return "Which customer is this? Mention me again with their customer id, e.g. `C-0007 <their words>`."

@@ -83,6 +83,8 @@ class CaseState(TypedDict, total=False):
     requester: str
     language: Literal["en", "zh"]
     month: int | None
+    year: int | None  # with month, when the customer wrote one ("September 2025")
+    months_back: int | None  # "last month" = 1, resolved against the ledger's as-of date by the auditor
     amount: str | None
     invoice_id: str | None  # an invoice id the customer quoted
     investigator: str
