@@ -15,6 +15,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import select
+
 from agent.configuration import Configuration
 from approvals.config import ApprovalSettings
 from bot.cards import APPROVE_ACTION_ID, REJECT_ACTION_ID, REJECT_REASON_ACTION_ID, REJECT_REASON_BLOCK_ID
@@ -24,6 +26,7 @@ from bot.server import RunningBot, running_bot
 from bot.slack_testing import SignedClient, SlackRecorder
 from bot.slack_testing import payloads as p
 from bot.slack_testing.recorder import dm_channel
+from engine import schema
 
 SECRET = "demo-signing-secret-0123456789abcdef"
 CHANNEL = "C0BILLING"
@@ -178,6 +181,18 @@ async def play(scene: Scene, scenarios: list[dict[str, Any]]) -> None:
     say("\n=== 6. No customer id: the bot asks ===")
     thread = await scene.mention("why did you charge me 89.00 in May?")
     scene.show("Question back", scene.bot_messages(thread)[0])
+
+    named = pick(scenarios, credit=True, skip=3)
+    name = await customer_name(scene, named["customer_id"])
+    say(f"\n=== 7. A customer named, not numbered: {name} is found by name ===")
+    thread = await scene.mention(f"Hi, this is {name}. {named['question']}")
+    scene.show("Evidence card (the customer found by name)", scene.bot_messages(thread)[0])
+
+
+async def customer_name(scene: Scene, customer_id: str) -> str:
+    async with scene.bot.runtime.service.engine.connect() as conn:
+        query = select(schema.customers.c.name).where(schema.customers.c.id == customer_id)
+        return str((await conn.execute(query)).scalar_one())
 
 
 async def run_demo(

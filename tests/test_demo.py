@@ -32,6 +32,7 @@ async def test_the_demo_shows_every_outcome_and_saves_valid_block_kit(
     assert "A credit note waits for a decision" in text and "Decided" in text  # approvers are told
     assert "Changes requested" in text and "Round 2 of 3" in text
     assert "customer id" in text  # the bot asked for one
+    assert "found by name" in text  # a customer named, not numbered
     assert len(scene.saved) >= 8
     for path in scene.saved:
         blocks = json.loads(path.read_text())["blocks"]
@@ -44,7 +45,11 @@ async def test_the_demo_shows_every_outcome_and_saves_valid_block_kit(
             (await conn.execute(sql("SELECT status, count(*) FROM credit_notes GROUP BY status"))).all()
         )
     await engine.dispose()
-    assert statuses == {"issued": 3, "rejected": 2}  # a rejected note, and one sent back for a new round
+    assert statuses == {
+        "issued": 3,
+        "rejected": 2,
+        "draft": 1,
+    }  # a rejected note, and one sent back for a new round
 
 
 def _money_history(url: str) -> tuple[list[tuple[str, str]], list[tuple[int, str]]]:
