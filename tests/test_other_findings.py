@@ -112,3 +112,26 @@ async def test_a_linked_case_for_an_invoice_an_open_note_credits_escalates(servi
     assert linked["status"] == "escalated"
     assert "open_note_on_invoice" in linked["escalation_reason"]
     assert linked["credit_note"] is None
+
+
+async def test_the_llm_path_lists_the_other_findings_from_the_auditor(
+    service: CaseService, seeded_db_url: str
+) -> None:
+    """The model submits only the asked invoice; the other finding still comes from the auditor (code),
+    recomputed by verify on the record."""
+    from tests.openai_stub import OpenAIStub
+    from tests.test_llm import SETTINGS, correct_model, llm_configuration
+
+    account = await two_fault_account(service.engine)
+    truth = {"root_cause": "wrong_plan_price", "invoice_ids": [account.asked_invoice]}
+    async with (
+        OpenAIStub(correct_model(truth)) as stub,
+        case_service(seeded_db_url, llm_configuration(stub), SETTINGS) as llm_service,
+    ):
+        case = await llm_service.open_case(
+            account.question, requester="U0SUPPORT1", customer_id=account.customer_id
+        )
+    assert case["status"] == "awaiting_approval", case["escalation_reason"]
+    assert case["credit_note"]["invoice_id"] == account.asked_invoice
+    assert [o["invoice_id"] for o in case["other_findings"]] == [account.other_invoice]
+    assert account.other_invoice in await recomputed(service, case["case_id"], "system:verify")
