@@ -42,6 +42,13 @@ def test_a_finding_with_its_linked_case_shows_the_case_instead_of_the_button() -
     assert "case `CASE-0009`" in all_text(message.blocks)
 
 
+def test_a_finding_an_open_note_already_credits_has_no_button() -> None:
+    credited = [replace(others(1)[0], credited_by="CN-0004")]
+    message = credit_note_card(card_view(other_findings=credited))
+    assert open_buttons(message.blocks) == []
+    assert "being credited by `CN-0004`" in all_text(message.blocks)
+
+
 def test_no_other_findings_no_section_and_many_are_counted() -> None:
     plain = credit_note_card(card_view())
     assert open_buttons(plain.blocks) == [] and "Also overpaid" not in all_text(plain.blocks)

@@ -76,12 +76,13 @@ class ProgressView:
 @dataclass(frozen=True)
 class OtherFindingView:
     """Another overpaid invoice of the case's account (verified by recomputation), and the linked case
-    opened for it, once someone clicked `Open a case`."""
+    opened for it, once someone clicked `Open a case` — or the open note another case already has on it."""
 
     invoice_id: str
     root_cause: str
     overcharge: Decimal
     linked_case_id: str | None = None
+    credited_by: str | None = None  # an open credit note (draft or approved) already on the invoice
 
 
 # ---- explain-only result ---------------------------------------------------------------------------------

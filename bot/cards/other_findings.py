@@ -1,5 +1,6 @@
 """The account's other overpaid invoices under a case's card (the evidence card or the explanation): one
-line each with an `Open a case` button (value `<case id> <invoice id>`), or the linked case opened for it."""
+line each with an `Open a case` button (value `<case id> <invoice id>`), or the linked case opened for it,
+or the open note that already credits it."""
 
 from __future__ import annotations
 
@@ -40,6 +41,8 @@ def _finding_block(case_id: str, other: OtherFindingView, currency: str, block_i
     )
     if other.linked_case_id is not None:
         return section(block_id, f"{text} · case `{escape(other.linked_case_id)}`")
+    if other.credited_by is not None:  # a case may not draft a second note on it: no button
+        return section(block_id, f"{text} · being credited by `{escape(other.credited_by)}`")
     block = section(block_id, text)
     block["accessory"] = button(OPEN_A_CASE, OPEN_LINKED_CASE_ACTION_ID, f"{case_id} {other.invoice_id}")
     return block

@@ -105,6 +105,12 @@ async def test_a_two_fault_account_end_to_end_the_second_case_credited(
     assert f"case `{linked['id']}`" in all_text(original.blocks)
     assert buttons(second) == CARD_BUTTONS and note["id"] in all_text(second.blocks)
     assert_valid_blocks(original.blocks)
+    # The linked case sees the original's invoice as overpaid too, but its open note credits it already:
+    # no button that could only escalate (open_note_on_invoice).
+    first_note = (await bot.runtime.service.show_case(case_id))["credit_note"]["id"]
+    assert [o["invoice_id"] for o in linked_case["other_findings"]] == [account.asked_invoice]
+    assert open_a_case_buttons(second) == []
+    assert f"being credited by `{first_note}`" in all_text(second.blocks)
 
     for approver in FINANCE[: note["needed"]]:
         vote = p.click(snapshot(second), user=approver, channel=CHANNEL, action_id=APPROVE_ACTION_ID)
