@@ -5,13 +5,15 @@ drafts a second note on an invoice an open note already credits."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from decimal import Decimal
 
 import pytest
 from sqlalchemy import select
 
 from agent.cases import CaseService, case_service
 from agent.configuration import Configuration
-from agent.prompts import linked_case_question
+from agent.intake import parse_complaint
+from agent.prompts import Language, linked_case_question
 from engine import schema
 from tests.test_cases import scenario, settings
 from tests.two_faults import TwoFaults, two_fault_account
@@ -135,3 +137,15 @@ async def test_the_llm_path_lists_the_other_findings_from_the_auditor(
     assert case["credit_note"]["invoice_id"] == account.asked_invoice
     assert [o["invoice_id"] for o in case["other_findings"]] == [account.other_invoice]
     assert account.other_invoice in await recomputed(service, case["case_id"], "system:verify")
+
+
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_a_linked_cases_question_names_its_invoice_in_the_customers_language(language: Language) -> None:
+    question = linked_case_question(language, "CASE-0003", "INV-0007-05", "26.02", "duplicate_charge")
+    complaint = parse_complaint(question)
+    assert (complaint.invoice_id, complaint.amount, complaint.language) == (
+        "INV-0007-05",
+        Decimal("26.02"),
+        language,
+    )
+    assert complaint.customer_id is None and complaint.month is None
