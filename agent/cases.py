@@ -104,11 +104,13 @@ class CaseService:
         status: str = CaseStatus.QUEUED,
         opened_from: str | None = None,
         found_by: str | None = None,
+        linked_from: str | None = None,
     ) -> str:
         """Record a new case on the caller's connection and return its id: `queued` until an
         investigation slot runs it. Written in the transaction that claims the request (a Slack event),
         so a claimed request always has its case, and recovery finds it whatever stops the process.
-        `opened_from`: `cli:<os user>` for a case opened from the CLI (that OS user may not decide it)."""
+        `opened_from`: `cli:<os user>` for a case opened from the CLI (that OS user may not decide it).
+        `linked_from`: the case whose audit found the overcharge this one is opened for."""
         question = question.strip()
         if not question:
             raise ValueError("the complaint is empty: say what the customer wrote")
@@ -124,11 +126,14 @@ class CaseService:
                 thread_ts=thread_ts,
                 opened_from=opened_from,
                 found_by=found_by,
+                linked_from=linked_from,
             )
         )
         details = {"customer_id": customer_id, **({"opened_from": opened_from} if opened_from else {})}
         if found_by:
             details["found_by"] = found_by
+        if linked_from:
+            details["linked_from"] = linked_from
         await activity.record(conn, "user", requester, "case.opened", "case", case_id, details)
         return case_id
 
@@ -693,7 +698,7 @@ class CaseService:
                     .values(
                         customer_id=values.get("customer_id"),
                         status=status,
-                        findings=values.get("findings") if values.get("verified") else None,
+                        findings=_stored_findings(values),
                         reply=values.get("reply"),
                         escalation_reason=values.get("escalation_reason"),
                         updated_at=func.now(),
@@ -779,7 +784,19 @@ def case_json(row: Any, note: CreditNoteView | None) -> dict[str, Any]:
         "credit_note": note.summary() if note and row.status not in NOTE_LESS else None,
         "reply": row.reply,
         "escalation_reason": row.escalation_reason,
+        "other_findings": [
+            {key: other[key] for key in ("invoice_id", "root_cause", "overcharge")}
+            for other in (findings or {}).get("other_findings", [])
+        ],
     }
+
+
+def _stored_findings(values: dict[str, Any]) -> dict[str, Any] | None:
+    """The findings the cases row keeps: verified ones only, with the account's other verified
+    overcharges beside them (the row's findings JSONB holds both; no column of their own)."""
+    if not values.get("verified") or not values.get("findings"):
+        return None
+    return {**values["findings"], "other_findings": list(values.get("other_findings") or [])}
 
 
 # How a service comes by its policy (see `case_service`).

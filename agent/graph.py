@@ -32,7 +32,7 @@ from agent.investigators import (
 )
 from agent.state import MAX_ROUNDS, REQUEST_CHANGES, CaseState, CaseStatus
 from agent.tools import ToolContext
-from agent.verify import verify_findings
+from agent.verify import verify_findings, verify_other_findings
 from agent.write_up import compose_reply, ungrounded_in_reply
 from approvals import drafting, issuing, queries
 from approvals.models import NO_MONEY, CreditNoteView, NoteStatus, Refused, Rule
@@ -141,9 +141,16 @@ async def verify(state: CaseState, runtime: Runtime[CaseContext]) -> dict[str, A
     evidence = EvidenceBook(state.get("evidence", []))
     findings = state.get("findings")
     assert findings is not None
+    auditor = state.get("auditor") or {}
     async with _tools(state, context, "system:verify") as tools:
-        verdict = await verify_findings(tools, findings, state.get("auditor") or {}, evidence)
-    update: dict[str, Any] = {"evidence": evidence.items, "target_invoice_id": verdict.target_invoice_id}
+        verdict = await verify_findings(tools, findings, auditor, evidence)
+        # The rest of the account comes from the auditor (code), each recomputed on the record.
+        others = await verify_other_findings(tools, auditor.get("other_findings") or [], evidence)
+    update: dict[str, Any] = {
+        "evidence": evidence.items,
+        "target_invoice_id": verdict.target_invoice_id,
+        "other_findings": others,
+    }
     if not verdict.ok:
         return {**update, **_escalate(verdict.reason or "the findings could not be verified")}
     target = verdict.target_invoice_id
@@ -182,6 +189,7 @@ async def write_up(state: CaseState, runtime: Runtime[CaseContext]) -> dict[str,
         evidence,
         state.get("investigator", ""),
         (state.get("auditor") or {}).get("asked"),
+        others=state.get("other_findings") or [],
     )
     stray = ungrounded_in_reply(reply, evidence)
     if stray:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent.auditor import audit_customer
 from agent.auditor import investigate as audit_investigate
 from agent.grounding import EvidenceBook
 from agent.intake import Asked
@@ -30,7 +31,14 @@ class InvestigationOutcome:
 async def auditor_view(ctx: ToolContext, asked: Asked) -> dict[str, Any]:
     """The deterministic auditor's conclusion for this case (code reading the ledger, not a model)."""
     ledger, book = await ledger_and_book(ctx)
-    result = audit_investigate(ledger, book, ledger_as_of(ledger), asked)
+    as_of = ledger_as_of(ledger)
+    result = audit_investigate(ledger, book, as_of, asked)
+    # The rest of the account: every other overpaid invoice, for verify to recompute and the case to list.
+    others = [
+        {"invoice_id": f.invoice_id, "root_cause": f.root_cause, "overcharge": fmt(f.overcharge)}
+        for f in audit_customer(ledger, book, as_of)
+        if f.invoice_id not in result.invoice_ids
+    ]
     return {
         "root_cause": result.root_cause,
         "invoice_ids": list(result.invoice_ids),
@@ -40,6 +48,7 @@ async def auditor_view(ctx: ToolContext, asked: Asked) -> dict[str, Any]:
         "variant": getattr(result, "variant", None),
         "evidence": list(result.evidence),
         "asked": result.asked,
+        "other_findings": others,
     }
 
 

@@ -246,6 +246,26 @@ def rejected_reply(language: Language, invoice_ids: list[str]) -> str:
     )
 
 
+def other_overcharges(language: Language, found: list[tuple[str, str]]) -> str:
+    """The account's other verified overcharges, (invoice id, amount) each: named, not yet promised."""
+    if language == "zh":
+        listed = "、".join(f"{invoice_id}({amount} 美元)" for invoice_id, amount in found)
+        return f"我们还发现发票 {listed}有多收,会另行核查处理。"
+    named = [f"{invoice_id} ({amount})" for invoice_id, amount in found]
+    listed = named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
+    return f"We also found overcharges on {listed}; we are reviewing them separately."
+
+
+def linked_case_question(
+    language: Language, case_id: str, invoice_id: str, overcharge: str, root_cause: str
+) -> str:
+    """The complaint a linked case opens with: it names the invoice, so the auditor takes that one; in
+    the original customer's language, so the linked case's reply is in it too."""
+    if language == "zh":
+        return f"调查 {case_id} 时发现的另一笔多收:{invoice_id},{overcharge}({root_cause})"
+    return f"Other overcharge found while investigating {case_id}: {invoice_id}, {overcharge} ({root_cause})"
+
+
 def ask_for_customer(language: Language, *, from_cli: bool = False) -> str:
     """Asked of whoever opened the case, in the way their door takes an id: a mention in Slack, the
     command again on the CLI."""

@@ -54,6 +54,14 @@ class Findings(TypedDict):
     reasoning_by: NotRequired[str]  # "model" (grounded) or "auditor"; set by verify
 
 
+class OtherFinding(TypedDict):
+    """Another overpaid invoice of the same account, found by the auditor and confirmed by recomputation."""
+
+    invoice_id: str
+    root_cause: str
+    overcharge: str  # money string, still owed back
+
+
 class EvidenceItem(TypedDict):
     id: str  # "E1", "E2", … cited by the internal note
     tool: str
@@ -93,6 +101,7 @@ class CaseState(TypedDict, total=False):
     auditor: dict[str, Any] | None  # the deterministic auditor's own conclusion (the cross-check)
     variant: str | None  # benign explanation kind when nothing is wrong
     evidence: list[EvidenceItem]
+    other_findings: list[OtherFinding]  # verified by verify; never from a model
     target_invoice_id: str | None
     reply: Reply | None
     status: CaseStatus

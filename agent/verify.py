@@ -12,7 +12,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from agent.grounding import EvidenceBook
-from agent.state import Findings
+from agent.state import Findings, OtherFinding
 from agent.tools import ToolContext, call_tool
 
 ROOT_CAUSE_NAMES = frozenset(
@@ -126,3 +126,27 @@ def compare_with_auditor(findings: Findings, target: str, auditor: dict[str, Any
     if not mismatches:
         return None
     return "the investigator and the auditor disagree: " + "; ".join(mismatches)
+
+
+async def verify_other_findings(
+    ctx: ToolContext, others: list[dict[str, Any]], evidence: EvidenceBook
+) -> list[OtherFinding]:
+    """The auditor's other overpaid invoices that a recomputation on the record confirms, to the cent:
+    each one is recomputed through the audited tool (its figures join the evidence), and one the ledger
+    no longer supports (credited since, or a different amount) is dropped rather than listed."""
+    confirmed: list[OtherFinding] = []
+    for other in others:
+        claimed = _amount(other.get("overcharge"))
+        invoice_id = other.get("invoice_id")
+        if claimed is None or claimed <= 0 or not isinstance(invoice_id, str):
+            continue
+        result = await call_tool(ctx, "recompute_invoice", {"invoice_id": invoice_id})
+        if not result.ok:
+            continue
+        evidence.harvest("recompute_invoice", result.data)
+        owed = Decimal(result.data["overcharge"]) - Decimal(result.data["credited_total"])
+        if owed == claimed:
+            confirmed.append(
+                {"invoice_id": invoice_id, "root_cause": str(other["root_cause"]), "overcharge": f"{claimed}"}
+            )
+    return confirmed

@@ -5,12 +5,13 @@ Composed by code from verified findings; every figure is read from an evidence i
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from agent import prompts
 from agent.grounding import EvidenceBook, ungrounded
 from agent.prompts import Language
-from agent.state import EvidenceItem, Findings, Reply
+from agent.state import EvidenceItem, Findings, OtherFinding, Reply
 
 RECOMPUTE = "recompute_invoice"
 LISTED = "list_invoices"
@@ -80,6 +81,7 @@ def compose_reply(
     evidence: EvidenceBook,
     investigator: str,
     asked: dict[str, Any] | None = None,
+    others: Sequence[OtherFinding] = (),
 ) -> Reply:
     """`asked`: the auditor's reading of what the customer named (agent.auditor.asked_about)."""
     answer = answer_to_what_was_asked(language, asked or {}, findings, target, evidence)
@@ -109,6 +111,15 @@ def compose_reply(
             f"{target} billed {billed}{_cite(billed_item)}, the rules say {should}{_cite(should_item)}, "
             f"paid {paid}{_cite(paid_item)}. Nothing to credit. Investigator: {investigator}; "
             "the deterministic auditor agrees."
+        )
+    mentioned = [o for o in others if not ungrounded(o["overcharge"], evidence.items)]
+    if mentioned:  # verified by recomputation, and each amount is one the evidence holds
+        found = [(o["invoice_id"], o["overcharge"]) for o in mentioned]
+        customer += " " + prompts.other_overcharges(language, found)
+        internal += (
+            " Also overpaid on this account (verified, not credited by this case): "
+            + ", ".join(f"{o['invoice_id']} {o['overcharge']} ({o['root_cause']})" for o in mentioned)
+            + "."
         )
     return {"customer_message": customer, "internal_note": internal}
 

@@ -133,6 +133,53 @@ async def _claim_in(conn: AsyncConnection, key: str, case_id: str | None = None)
     return (await conn.execute(insert)).first() is not None
 
 
+# ---- linked cases: one per other finding, whoever clicks and however often --------------------------------
+
+LINKED_PREFIX = "linked:"
+
+
+def linked_key(case_id: str, invoice_id: str) -> str:
+    """The claim that gives one of a case's other findings its linked case, once."""
+    return f"{LINKED_PREFIX}{case_id}:{invoice_id}"
+
+
+async def claim_linked_case(
+    service: CaseService, case_id: str, invoice_id: str, request: CaseRequest
+) -> Claim:
+    """Record the linked case for the finding on `invoice_id` of case `case_id` (queued; `linked_from` the
+    case), claimed in the same transaction: concurrent clicks on the same finding wait on the claim's
+    unique key, and all but the first get the case it opened (EVENT_SEEN)."""
+    events = schema.slack_events
+    key = linked_key(case_id, invoice_id)
+    async with service.engine.begin() as conn:
+        if not await _claim_in(conn, key):
+            linked = await conn.execute(select(events.c.case_id).where(events.c.event_id == key))
+            return Claim(ClaimOutcome.EVENT_SEEN, linked.scalar())
+        linked_id = await service.register_case(
+            conn,
+            request.words,
+            requester=request.requester,
+            customer_id=request.customer_id,
+            channel=request.channel,
+            thread_ts=request.thread_ts,
+            linked_from=case_id,
+        )
+        await conn.execute(update(events).where(events.c.event_id == key).values(case_id=linked_id))
+    return Claim(ClaimOutcome.CLAIMED, linked_id)
+
+
+async def linked_cases_in(conn: AsyncConnection, case_id: str) -> dict[str, str]:
+    """The linked cases opened from this case's card so far: invoice id → case id."""
+    events = schema.slack_events.c
+    prefix = linked_key(case_id, "")
+    rows = await conn.execute(
+        select(events.event_id, events.case_id).where(
+            events.event_id.startswith(prefix, autoescape=True), events.case_id.is_not(None)
+        )
+    )
+    return {row.event_id.removeprefix(prefix): row.case_id for row in rows}
+
+
 # ---- where a case's message lives, and what it shows -------------------------------------------------------
 
 

@@ -52,6 +52,7 @@ from bot.cards.models import (
     RoundView,
     ToolCallView,
 )
+from bot.cards.other_findings import other_findings_blocks
 from engine.money import fmt
 
 MAX_NAME = 80
@@ -114,6 +115,7 @@ def credit_note_card(view: CreditNoteCardView) -> Message:
         blocks.append(section(bid("outcome"), _outcome_text(note, view.decisions, currency)))
     if note.cancellable:
         blocks.append(actions(bid("cancel"), cancel_button(note, currency)))
+    blocks += other_findings_blocks(view.case_id, view.other_findings, currency, bid)
     check_blocks(blocks, "message", CARD_BLOCKS_JSON_BUDGET)
     return Message(text=_fallback(note, currency), blocks=blocks)
 

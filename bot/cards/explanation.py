@@ -6,6 +6,7 @@ from bot.cards.blocks import clip, context, escape, header, humanise, quote, quo
 from bot.cards.ids import block_id
 from bot.cards.limits import CARD_BLOCKS_JSON_BUDGET, check_blocks
 from bot.cards.models import ExplanationView, Message
+from bot.cards.other_findings import other_findings_blocks
 
 MAX_NAME = 80
 MAX_COMPLAINT = 600
@@ -36,5 +37,6 @@ def explanation_message(view: ExplanationView) -> Message:
     ]
     if invoices:
         blocks.append(context(bid("refs"), f"Invoices looked at: {invoices} · no credit note was drafted"))
+    blocks += other_findings_blocks(view.case_id, view.other_findings, view.customer.currency, bid)
     check_blocks(blocks, "message", CARD_BLOCKS_JSON_BUDGET)
     return Message(text=f"Case {escape(view.case_id)}: {clip(verdict, 150)}", blocks=blocks)

@@ -70,6 +70,21 @@ class ProgressView:
     revision: int = 0
 
 
+# ---- the rest of the account ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OtherFindingView:
+    """Another overpaid invoice of the case's account (verified by recomputation), and the linked case
+    opened for it, once someone clicked `Open a case` — or the open note another case already has on it."""
+
+    invoice_id: str
+    root_cause: str
+    overcharge: Decimal
+    linked_case_id: str | None = None
+    credited_by: str | None = None  # an open credit note (draft or approved) already on the invoice
+
+
 # ---- explain-only result ---------------------------------------------------------------------------------
 
 
@@ -83,6 +98,7 @@ class ExplanationView:
     customer_reply: str  # ready to paste to the customer
     invoice_ids: Sequence[str] = ()
     revision: int = 0
+    other_findings: Sequence[OtherFindingView] = ()
 
 
 # ---- the evidence card and its credit note ----------------------------------------------------------------
@@ -237,6 +253,7 @@ class CreditNoteCardView:
     found_by: str | None = (
         None  # how the customer was found in the complaint: email, name, fuzzy name, chosen
     )
+    other_findings: Sequence[OtherFindingView] = ()  # the account's other overpaid invoices
 
     @property
     def sent_back(self) -> RoundView | None:

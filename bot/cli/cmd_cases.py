@@ -78,6 +78,11 @@ def render_case(case: dict[str, Any]) -> str:
             f"  finding: {f['root_cause']} on {', '.join(f['invoice_ids'])}, overcharge {f['overcharge']}"
             f" → {f['expected_action']}"
         )
+    for other in case.get("other_findings") or []:
+        lines.append(
+            f"  also overpaid: {other['invoice_id']} {other['overcharge']} ({other['root_cause']}),"
+            " not credited by this case"
+        )
     if case["credit_note"]:
         n = case["credit_note"]
         lines.append(

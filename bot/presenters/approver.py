@@ -31,6 +31,7 @@ from bot.cards.models import (
     CreditNoteCardView,
     CustomerView,
     Message,
+    OtherFindingView,
     RecomputationView,
     RoundView,
     ToolCallView,
@@ -43,6 +44,7 @@ from bot.presenters.notes import (
     decision_views,
     note_model,
 )
+from bot.presenters.other_findings import other_finding_views
 from bot.presenters.rounds import rounds_in
 from engine import schema
 from engine.diff import InvoiceCheck
@@ -90,6 +92,7 @@ class ApproverView:
     held_by_budget: bool  # approved, waiting for room under the daily credit limit
     issue_refused: str | None  # approved, but issuing it was refused: why
     rounds: tuple[RoundView, ...] = ()  # the case's notes sent back with a question, and the answers
+    other_findings: tuple[OtherFindingView, ...] = ()  # the account's other overpaid invoices
 
     @property
     def revision(self) -> int:
@@ -134,6 +137,11 @@ async def _read(
         held_by_budget=held,
         issue_refused=(case.escalation_reason or "issuing it was refused") if refused and case else None,
         rounds=await rounds_in(conn, note.case_id) if note.case_id else (),
+        other_findings=tuple(
+            await other_finding_views(conn, case.case_id, case.findings.get("other_findings") or [])
+        )
+        if case is not None
+        else (),
     )
 
 
@@ -205,6 +213,7 @@ def card_view(view: ApproverView) -> CreditNoteCardView:
         rounds=view.rounds,
         max_rounds=MAX_ROUNDS,
         found_by=case.found_by if case is not None else None,
+        other_findings=view.other_findings,
     )
 
 

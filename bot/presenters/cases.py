@@ -13,6 +13,7 @@ from bot.cards import explanation_message, progress_message
 from bot.cards.models import ExplanationView, Message, ProgressStep, ProgressView
 from bot.presenters.approver import credit_note_card_message
 from bot.presenters.notes import args_summary, customer_view, without_evidence_refs
+from bot.presenters.other_findings import other_finding_views_of
 
 # ---- the case's message in its thread ---------------------------------------------------------------------
 
@@ -68,6 +69,9 @@ async def explanation(service: CaseService, case: Mapping[str, Any], revision: i
         customer_reply=reply.get("customer_message") or "",
         invoice_ids=findings.get("invoice_ids") or [],
         revision=revision,
+        other_findings=await other_finding_views_of(
+            service.engine, case["case_id"], case.get("other_findings") or []
+        ),
     )
     return explanation_message(view)
 
