@@ -30,6 +30,7 @@ from engine.money import fmt, money
 from scenarios.faults import INJECTORS, OtherFinding, ScenarioLedger, Truth
 from scenarios.generator import (
     ALL_COUNTRIES,
+    BASE_SCENARIOS,
     BENIGN_KINDS,
     CHINESE,
     COUNTRIES_FOR,
@@ -52,7 +53,8 @@ EXTRA_VARIANTS: tuple[str, ...] = (
     "customer_by_email",
 )
 PER_VARIANT = 4
-FIRST_INDEX = 101  # after the first 100
+FIRST_INDEX = BASE_SCENARIOS + 1  # S101, C-0101: after the first 100
+SCENARIOS_PER_SEED = BASE_SCENARIOS + len(EXTRA_VARIANTS) * PER_VARIANT
 NAMED_VARIANTS = {"customer_by_name": "name", "customer_by_email": "email"}
 
 # Fault pairs that land on different invoices of one monthly account (the first of each pair also decides

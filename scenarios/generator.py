@@ -1,4 +1,5 @@
-"""The benchmark: 100 billing disputes, 80 with a fault and 20 where the bill is right.
+"""The benchmark: 100 billing disputes, 80 with a fault and 20 where the bill is right, then the kinds
+that go beyond one complaint about one invoice (scenarios/extra_kinds.py: S101 on).
 
 Each scenario is one customer with one subscription. Its correct ledger comes from the reference engine;
 then one fault is injected (or none), the customer pays what the invoices say, and a complaint is written
@@ -37,6 +38,7 @@ DEFAULT_SCENARIOS_DIR = Path(__file__).resolve().parent / "default"
 FAULTY_KINDS: list[str] = [kind for _ in range(7) for kind in INJECTORS][:80]
 BENIGN_KINDS: tuple[str, ...] = ("upgrade_proration", "tax_line", "coupon_ended", "annual_renewal")
 KINDS_PER_BENIGN = 5
+BASE_SCENARIOS = len(FAULTY_KINDS) + len(BENIGN_KINDS) * KINDS_PER_BENIGN  # S001…S100
 
 # Faults that only show in some regions (an expired rate exists only for US; the time zone bug needs a
 # zone ahead of UTC so that early-morning local times fall on the previous UTC day).
