@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,7 +18,15 @@ from scenarios.eval_metrics import (
     score,
     wilson_interval,
 )
-from scenarios.evaluation import Run, ScenarioFile, by_variant, failures, metrics
+from scenarios.evaluation import (
+    EvalInputError,
+    Run,
+    ScenarioFile,
+    by_variant,
+    failures,
+    load_scenario,
+    metrics,
+)
 
 # ---------- Wilson ----------
 
@@ -298,3 +308,39 @@ def test_a_failure_shows_the_customer_and_other_findings_expected_and_got() -> N
         {"invoice_id": "INV-0001-04", "root_cause": "duplicate_charge", "overcharge": "174.90"}
     ]
     assert failure["got"]["other_findings"] == []
+
+
+def test_scenario_files_with_the_new_keys_are_read_and_checked(tmp_path: Path) -> None:
+    base = {
+        "id": "S101",
+        "customer_id": "C-0101",
+        "question": "…",
+        "truth": {
+            "root_cause": "wrong_plan_price",
+            "variant": "two_faults",
+            "invoice_ids": ["INV-0101-06"],
+            "overcharge": "35.70",
+            "expected_action": "credit_note",
+            "other_findings": [
+                {"invoice_id": "INV-0101-05", "root_cause": "duplicate_charge", "overcharge": "89.25"}
+            ],
+        },
+        "customer_named_by": "email",
+    }
+    path = tmp_path / "S101.json"
+    path.write_text(json.dumps(base), encoding="utf-8")
+    scenario = load_scenario(path)
+    assert scenario.named_by == "email" and scenario.truth.customer_id == "C-0101"
+    assert scenario.truth.other_findings == {("INV-0101-05", "duplicate_charge", Decimal("89.25"))}
+    for broken, message in (
+        ({**base, "customer_named_by": "phone"}, "customer_named_by must be name or email, got 'phone'"),
+        ({**base, "truth": {**base["truth"], "other_findings": {}}}, "truth.other_findings must be a list"),
+        (
+            {**base, "truth": {**base["truth"], "other_findings": [{"invoice_id": "INV-0101-05"}]}},
+            "truth.other_findings entries need invoice_id, root_cause and overcharge",
+        ),
+    ):
+        path.write_text(json.dumps(broken), encoding="utf-8")
+        with pytest.raises(EvalInputError) as refused:
+            load_scenario(path)
+        assert str(refused.value) == f"S101.json: {message}"
