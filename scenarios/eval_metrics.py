@@ -6,6 +6,12 @@ investigated) has no answer and scores false on root cause, invoice, overcharge 
 escalated after verification — e.g. drafting refused because the verified overcharge exceeds what was
 paid on the invoice — keeps its verified answer and is scored on it.
 
+Two more things decide whether a run passed, without a rate of their own (the JSON's metrics stay as they
+are): the case is about the scenario's customer (it matters where the customer is named instead of
+numbered and the case had to find it), and — where both the scenario's truth and the case JSON list them —
+the account's other overcharges (`other_findings`) are exactly the truth's. A case JSON without the key
+(an agent that does not report them) is not judged on them.
+
 Every rate comes with a Wilson 95% interval, and pass^k follows τ-bench: for each scenario with c passes
 out of n runs, C(c, k) / C(n, k), averaged over scenarios.
 """
@@ -31,6 +37,10 @@ UNGROUNDED_REASON = re.compile(
 )
 
 
+# One other overcharge on the account: (invoice_id, root_cause, overcharge).
+OtherFinding = tuple[str, str, Decimal]
+
+
 @dataclass(frozen=True)
 class Truth:
     root_cause: str
@@ -38,14 +48,28 @@ class Truth:
     invoice_id: str  # the invoice the evidence names: truth.invoice_ids[0]
     overcharge: Decimal
     expected_action: str
+    customer_id: str | None = None  # None: not judged
+    other_findings: frozenset[OtherFinding] | None = None  # None: the scenario does not say
 
     def as_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "root_cause": self.root_cause,
             "invoice_id": self.invoice_id,
             "overcharge": f"{self.overcharge:.2f}",
             "expected_action": self.expected_action,
         }
+        if self.customer_id is not None:
+            data["customer_id"] = self.customer_id
+        if self.other_findings is not None:
+            data["other_findings"] = others_json(self.other_findings)
+        return data
+
+
+def others_json(found: frozenset[OtherFinding]) -> list[dict[str, str]]:
+    return [
+        {"invoice_id": invoice_id, "root_cause": cause, "overcharge": f"{overcharge:.2f}"}
+        for invoice_id, cause, overcharge in sorted(found)
+    ]
 
 
 @dataclass(frozen=True)
@@ -59,20 +83,26 @@ class Answer:
     expected_action: str | None
     credit_note_amount: str | None
     escalation_reason: str | None
+    customer_id: str | None = None
+    other_findings: frozenset[OtherFinding] | None = None  # None: the case JSON has no other_findings
 
     @property
     def verified(self) -> bool:
         return self.root_cause is not None
 
     def as_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "status": self.status,
             "root_cause": self.root_cause,
             "invoice_id": self.invoice_id,
             "overcharge": None if self.overcharge is None else f"{self.overcharge:.2f}",
             "expected_action": self.expected_action,
             "credit_note": self.credit_note_amount,
+            "customer_id": self.customer_id,
         }
+        if self.other_findings is not None:
+            data["other_findings"] = others_json(self.other_findings)
+        return data
 
 
 def _money(text: object) -> Decimal | None:
@@ -96,7 +126,21 @@ def answer_from_case(case: dict[str, Any]) -> Answer:
         expected_action=findings.get("expected_action"),
         credit_note_amount=note["amount"] if note else None,
         escalation_reason=case.get("escalation_reason"),
+        customer_id=case.get("customer_id"),
+        other_findings=_others(case["other_findings"]) if "other_findings" in case else None,
     )
+
+
+def _others(listed: Any) -> frozenset[OtherFinding]:
+    """The case's other_findings as comparable triples; an entry that is not one is kept as unmatched."""
+    found: set[OtherFinding] = set()
+    for entry in listed or []:
+        overcharge = _money(entry.get("overcharge")) if isinstance(entry, dict) else None
+        if overcharge is None:
+            found.add((repr(entry), "", Decimal(-1)))  # never equal to a truth entry
+            continue
+        found.add((str(entry.get("invoice_id")), str(entry.get("root_cause")), overcharge))
+    return frozenset(found)
 
 
 def error_answer(message: str) -> Answer:
@@ -112,10 +156,13 @@ class Score:
     action: bool
     judged_credit: bool  # the agent concluded a credit note is owed (a draft exists or was verified)
     hallucinated: bool  # escalated because a number was not supported by the ledger
+    customer: bool = True  # the case is about the scenario's customer (or that is not judged)
+    other_findings: bool = True  # the account's other overcharges match (or they are not judged)
 
     @property
     def passed(self) -> bool:
-        return self.root_cause and self.invoice and self.overcharge and self.action
+        answered = self.root_cause and self.invoice and self.overcharge and self.action
+        return answered and self.customer and self.other_findings
 
 
 def score(truth: Truth, answer: Answer) -> Score:
@@ -129,6 +176,10 @@ def score(truth: Truth, answer: Answer) -> Score:
         or (verified and answer.expected_action == "credit_note"),
         hallucinated=answer.status == "escalated"
         and bool(UNGROUNDED_REASON.search(answer.escalation_reason or "")),
+        customer=truth.customer_id is None or answer.customer_id == truth.customer_id,
+        other_findings=truth.other_findings is None
+        or answer.other_findings is None
+        or answer.other_findings == truth.other_findings,
     )
 
 

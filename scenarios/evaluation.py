@@ -6,7 +6,9 @@ the copy. The one exception is a database with no ledger at all when no scenario
 then the default dataset is seeded into it first (DESIGN §3), matching the committed scenario files.
 
 Cases run concurrently (asyncio, a bounded number at a time); the investigation is the real graph, the
-same CaseService the CLI and the bot use, with requester "eval".
+same CaseService the CLI and the bot use, with requester "eval". A scenario whose question names its
+customer instead of numbering it (`customer_named_by`) is opened as `billsleuth case open "" …` opens
+one: the customer is found from the words, and a wrong, ambiguous or missing customer fails the run.
 """
 
 from __future__ import annotations
@@ -22,13 +24,15 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from agent.cases import case_service
+from agent.cases import CaseService, case_service
 from agent.configuration import Configuration
+from agent.customers import find_customer
 from approvals.config import ApprovalSettings
 from engine import schema
 from engine.db import create_engine, home
 from scenarios.eval_metrics import (
     Answer,
+    OtherFinding,
     Score,
     Truth,
     answer_from_case,
@@ -43,11 +47,16 @@ from scenarios.generator import DEFAULT_SCENARIOS_DIR, DEFAULT_SEED
 
 CONCURRENT_CASES = 8
 REQUESTER = "eval"
+NAMED_BY = ("name", "email")
 Progress = Callable[[str], None]
 
 
 class EvalInputError(ValueError):
     """Bad input to the evaluation (a missing directory, a malformed scenario file, k < 1, …)."""
+
+
+class SeveralCustomers(LookupError):
+    """The question could mean several customers: no case is opened (as the CLI opens none)."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +65,7 @@ class ScenarioFile:
     customer_id: str
     question: str
     truth: Truth
+    named_by: str | None = None  # "name" or "email": open without an id, find the customer from the words
 
 
 @dataclass(frozen=True)
@@ -97,7 +107,7 @@ def default_scenarios_dir() -> Path:
     return local if any(local.glob("S*.json")) else DEFAULT_SCENARIOS_DIR
 
 
-def _truth(path: Path, raw: Any) -> Truth:
+def _truth(path: Path, raw: Any, customer_id: str) -> Truth:
     if not isinstance(raw, dict):
         raise EvalInputError(f"{path.name}: truth must be an object")
     missing = [
@@ -108,21 +118,37 @@ def _truth(path: Path, raw: Any) -> Truth:
     invoice_ids = raw["invoice_ids"]
     if not isinstance(invoice_ids, list) or not invoice_ids:
         raise EvalInputError(f"{path.name}: truth.invoice_ids must name at least one invoice")
-    if not isinstance(raw["overcharge"], str):
-        raise EvalInputError(f'{path.name}: truth.overcharge must be a money string like "26.02"')
-    try:
-        overcharge = Decimal(raw["overcharge"])
-    except InvalidOperation:
-        raise EvalInputError(
-            f"{path.name}: truth.overcharge {raw['overcharge']!r} is not an amount"
-        ) from None
     return Truth(
         root_cause=str(raw["root_cause"]),
         variant=str(raw["variant"]),
         invoice_id=str(invoice_ids[0]),
-        overcharge=overcharge,
+        overcharge=_amount(path, "truth.overcharge", raw["overcharge"]),
         expected_action=str(raw["expected_action"]),
+        customer_id=customer_id,
+        other_findings=_other_findings(path, raw["other_findings"]) if "other_findings" in raw else None,
     )
+
+
+def _amount(path: Path, where: str, text: Any) -> Decimal:
+    if not isinstance(text, str):
+        raise EvalInputError(f'{path.name}: {where} must be a money string like "26.02"')
+    try:
+        return Decimal(text)
+    except InvalidOperation:
+        raise EvalInputError(f"{path.name}: {where} {text!r} is not an amount") from None
+
+
+def _other_findings(path: Path, raw: Any) -> frozenset[OtherFinding]:
+    where = "truth.other_findings"
+    if not isinstance(raw, list):
+        raise EvalInputError(f"{path.name}: {where} must be a list")
+    found: set[OtherFinding] = set()
+    for entry in raw:
+        if not isinstance(entry, dict) or not {"invoice_id", "root_cause", "overcharge"} <= set(entry):
+            raise EvalInputError(f"{path.name}: {where} entries need invoice_id, root_cause and overcharge")
+        overcharge = _amount(path, f"{where} overcharge", entry["overcharge"])
+        found.add((str(entry["invoice_id"]), str(entry["root_cause"]), overcharge))
+    return frozenset(found)
 
 
 def load_scenario(path: Path) -> ScenarioFile:
@@ -135,8 +161,12 @@ def load_scenario(path: Path) -> ScenarioFile:
     missing = [k for k in ("id", "customer_id", "question", "truth") if k not in raw]
     if missing:
         raise EvalInputError(f"{path.name}: lacks {', '.join(missing)}")
+    named_by = raw.get("customer_named_by")
+    if named_by is not None and named_by not in NAMED_BY:
+        raise EvalInputError(f"{path.name}: customer_named_by must be name or email, got {named_by!r}")
+    customer_id = str(raw["customer_id"])
     return ScenarioFile(
-        str(raw["id"]), str(raw["customer_id"]), str(raw["question"]), _truth(path, raw["truth"])
+        str(raw["id"]), customer_id, str(raw["question"]), _truth(path, raw["truth"], customer_id), named_by
     )
 
 
@@ -231,15 +261,32 @@ async def run_repetition(
         async def one(scenario: ScenarioFile) -> Run:
             async with gate:
                 try:
-                    case = await service.open_case(
-                        scenario.question, requester=REQUESTER, customer_id=scenario.customer_id
-                    )
-                    answer = answer_from_case(case)
+                    answer = answer_from_case(await open_case_for(service, scenario))
                 except Exception as error:  # one broken case is a failed run, not a failed evaluation
                     answer = error_answer(f"{type(error).__name__}: {error}")
             return Run(scenario, repetition, answer, score(scenario.truth, answer))
 
         return list(await asyncio.gather(*(one(s) for s in scenarios)))
+
+
+async def open_case_for(service: CaseService, scenario: ScenarioFile) -> dict[str, Any]:
+    """The scenario's case JSON. Numbered: opened for its customer. Named: opened as `case open ""`
+    opens one — one customer the words fit is investigated, several open nothing, none opens a case
+    without a customer (which asks for one)."""
+    if scenario.named_by is None:
+        return await service.open_case(
+            scenario.question, requester=REQUESTER, customer_id=scenario.customer_id
+        )
+    match = await find_customer(service.engine, scenario.question)
+    if match.customer is None and match.candidates:
+        named = ", ".join(c.id for c in match.candidates)
+        raise SeveralCustomers(f"the message could mean several customers: {named}")
+    return await service.open_case(
+        scenario.question,
+        requester=REQUESTER,
+        customer_id=match.customer.id if match.customer else None,
+        found_by=match.found_by if match.customer else None,
+    )
 
 
 def _all_errored(runs: list[Run]) -> bool:

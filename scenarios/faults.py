@@ -93,12 +93,24 @@ def _payment_for(invoice: Invoice, suffix: str = "", after: timedelta = timedelt
 
 
 @dataclass(frozen=True)
+class OtherFinding:
+    """An overcharge on the account besides the one the complaint is about."""
+
+    invoice_id: str
+    root_cause: str
+    overcharge: Decimal
+
+
+@dataclass(frozen=True)
 class Truth:
     root_cause: str
     invoice_ids: list[str]
     overcharge: Decimal  # what the customer paid beyond the rules, tax included; ZERO when nothing is wrong
     expected_action: Action
     detail: str  # one sentence for a human
+    # The account's other overcharges. None: the scenario does not say (the first 100, whose files predate
+    # it, have one fault each); () says there are none.
+    other_findings: tuple[OtherFinding, ...] | None = None
 
 
 def refinalize(

@@ -1,4 +1,5 @@
-"""The benchmark: 100 billing disputes, 80 with a fault and 20 where the bill is right.
+"""The benchmark: 100 billing disputes, 80 with a fault and 20 where the bill is right, then the kinds
+that go beyond one complaint about one invoice (scenarios/extra_kinds.py: S101 on).
 
 Each scenario is one customer with one subscription. Its correct ledger comes from the reference engine;
 then one fault is injected (or none), the customer pays what the invoices say, and a complaint is written
@@ -37,6 +38,7 @@ DEFAULT_SCENARIOS_DIR = Path(__file__).resolve().parent / "default"
 FAULTY_KINDS: list[str] = [kind for _ in range(7) for kind in INJECTORS][:80]
 BENIGN_KINDS: tuple[str, ...] = ("upgrade_proration", "tax_line", "coupon_ended", "annual_renewal")
 KINDS_PER_BENIGN = 5
+BASE_SCENARIOS = len(FAULTY_KINDS) + len(BENIGN_KINDS) * KINDS_PER_BENIGN  # S001…S100
 
 # Faults that only show in some regions (an expired rate exists only for US; the time zone bug needs a
 # zone ahead of UTC so that early-morning local times fall on the previous UTC day).
@@ -64,28 +66,41 @@ assert len(CN_NAMES) == len(INTL_NAMES)
 @dataclass(frozen=True)
 class Scenario:
     id: str  # S001
-    kind: str  # the fault injected, or the benign variant
+    kind: str  # the fault injected, the benign variant, or one of scenarios.extra_kinds' variants
     seed: int
     ledger: ScenarioLedger
     truth: Truth
     question: str
+    # "name" or "email": the question names the customer that way and carries no id, so the case is
+    # opened without one and the customer found from the words. None: opened with customer_id.
+    named_by: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """Seed 002's scenario file shape."""
-        return {
+        """Seed 002's scenario file shape; the scenarios after the first 100 add `customer_named_by` where
+        it applies and `truth.other_findings` (the first 100's files stay exactly as they were)."""
+        data: dict[str, Any] = {
             "id": self.id,
             "customer_id": self.ledger.customer.id,
             "as_of": AS_OF.isoformat(),
             "question": self.question,
-            "truth": {
-                "root_cause": self.truth.root_cause,
-                "variant": self.kind,
-                "invoice_ids": list(self.truth.invoice_ids),
-                "overcharge": fmt(self.truth.overcharge),
-                "expected_action": self.truth.expected_action,
-                "detail": self.truth.detail,
-            },
         }
+        if self.named_by is not None:
+            data["customer_named_by"] = self.named_by
+        truth: dict[str, Any] = {
+            "root_cause": self.truth.root_cause,
+            "variant": self.kind,
+            "invoice_ids": list(self.truth.invoice_ids),
+            "overcharge": fmt(self.truth.overcharge),
+            "expected_action": self.truth.expected_action,
+            "detail": self.truth.detail,
+        }
+        if self.truth.other_findings is not None:
+            truth["other_findings"] = [
+                {"invoice_id": f.invoice_id, "root_cause": f.root_cause, "overcharge": fmt(f.overcharge)}
+                for f in self.truth.other_findings
+            ]
+        data["truth"] = truth
+        return data
 
 
 def scenario_kinds(seed: int = DEFAULT_SEED) -> list[str]:
@@ -123,8 +138,8 @@ def event_time(
     return datetime(day.year, day.month, day.day, hour, minute, tzinfo=ZoneInfo(COUNTRY_TZ[country]))
 
 
-def _customer(rng: random.Random, index: int, kind: str) -> Customer:
-    country = rng.choice(COUNTRIES_FOR.get(kind, ALL_COUNTRIES))
+def _customer(rng: random.Random, index: int, kind: str, countries: list[str] | None = None) -> Customer:
+    country = rng.choice(countries or COUNTRIES_FOR.get(kind, ALL_COUNTRIES))
     name = rng.choice(CN_NAMES if country == "CN" else INTL_NAMES)
     return Customer(f"C-{index:04d}", f"{name}-{index:03d}", country, "USD", country)
 
@@ -175,8 +190,11 @@ def _subscription(rng: random.Random, index: int, kind: str, customer: Customer)
     return Subscription(f"SUB-{index:04d}", customer.id, start, anchor, coupon_id, events)
 
 
-def correct_ledger(rng: random.Random, index: int, kind: str) -> ScenarioLedger:
-    customer = _customer(rng, index, kind)
+def correct_ledger(
+    rng: random.Random, index: int, kind: str, countries: list[str] | None = None
+) -> ScenarioLedger:
+    """`countries`: where the customer may be (default: wherever the kind can happen)."""
+    customer = _customer(rng, index, kind, countries)
     sub = _subscription(rng, index, kind, customer)
     coupon = COUPONS[sub.coupon_id] if sub.coupon_id else None
     invoices = build_invoices(customer, sub, PLANS, coupon, TAX_RATES, until=AS_OF)
@@ -319,12 +337,21 @@ def make_scenario(seed: int, index: int, kind: str) -> tuple[ScenarioLedger, Tru
     return ledger, truth, complaint(kind, truth, ledger, rng)
 
 
-def generate(seed: int = DEFAULT_SEED) -> list[Scenario]:
+def base_scenarios(seed: int = DEFAULT_SEED) -> list[Scenario]:
+    """S001…S100: one customer, one fault or none, one complaint about that invoice."""
     scenarios = []
     for index, kind in enumerate(scenario_kinds(seed), start=1):
         ledger, truth, question = make_scenario(seed, index, kind)
         scenarios.append(Scenario(f"S{index:03d}", kind, seed, ledger, truth, question))
     return scenarios
+
+
+def generate(seed: int = DEFAULT_SEED) -> list[Scenario]:
+    """The whole dataset for a seed: the first 100, then the extra kinds (S101…, customers C-0101…)."""
+    # Imported here: the extra kinds build on this module's ledgers and complaints.
+    from scenarios.extra_kinds import extra_scenarios
+
+    return base_scenarios(seed) + extra_scenarios(seed)
 
 
 def scenario_json(scenario: Scenario) -> str:

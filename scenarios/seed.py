@@ -1,4 +1,5 @@
-"""Rebuild the demo dataset: price book, 100 scenario ledgers, and their ground-truth files.
+"""Rebuild the demo dataset: price book, the scenario ledgers (the 100, then the extra kinds), and their
+ground-truth files.
 
 Everything the dataset owns is replaced in one transaction: the ledger and everything that hangs off it
 (credit notes, their requests and approvals, cases, the audit log, Slack event ids). Refused unless forced:
@@ -30,6 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from approvals import activity
 from engine import schema as t
 from engine.db import create_engine
+from scenarios.extra_kinds import EXTRA_VARIANTS
 from scenarios.faults import INJECTORS
 from scenarios.generator import AS_OF, BENIGN_KINDS, DEFAULT_SEED, Scenario, generate, write_scenario_files
 from scenarios.store import write_ledgers, write_price_book
@@ -90,12 +92,16 @@ class SeedResult:
             return ", ".join(f"{kind} {self.kinds[kind]}" for kind in kinds)
 
         faulty = [kind for kind in self.kinds if kind in INJECTORS]
-        benign = [kind for kind in self.kinds if kind not in INJECTORS]
+        benign = [kind for kind in self.kinds if kind in BENIGN_KINDS]
+        extra = [kind for kind in self.kinds if kind in EXTRA_VARIANTS]
         where = f"files in {self.scenarios_dir}" if self.scenarios_dir else "no scenario files written"
+        more = (
+            f", {sum(self.kinds[k] for k in extra)} beyond one complaint ({listing(extra)})" if extra else ""
+        )
         return (
             f"seeded {self.scenarios} scenarios (seed {self.seed}, as of {AS_OF}): "
             f"{sum(self.kinds[k] for k in faulty)} with a fault ({listing(faulty)}), "
-            f"{sum(self.kinds[k] for k in benign)} without ({listing(benign)}); "
+            f"{sum(self.kinds[k] for k in benign)} without ({listing(benign)}){more}; "
             f"{self.customers} customers, {self.invoices} invoices, {self.payments} payments; {where}"
         )
 
@@ -248,4 +254,4 @@ async def seed_database(
 
 def _count_kinds(scenarios: list[Scenario]) -> dict[str, int]:
     counts = Counter(scenario.kind for scenario in scenarios)
-    return {kind: counts[kind] for kind in [*INJECTORS, *BENIGN_KINDS] if counts[kind]}
+    return {kind: counts[kind] for kind in [*INJECTORS, *BENIGN_KINDS, *EXTRA_VARIANTS] if counts[kind]}

@@ -15,6 +15,7 @@ import pytest
 
 from agent.audit_run import audit_all
 from engine.money import fmt
+from scenarios.extra_kinds import SCENARIOS_PER_SEED
 from scenarios.generator import DEFAULT_SEED, generate
 
 BILLSLEUTH = str(Path(sys.executable).with_name("billsleuth"))
@@ -27,11 +28,15 @@ def billsleuth(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def injected() -> set[tuple[str, str, str, str]]:
-    return {
-        (s.ledger.customer.id, s.truth.invoice_ids[0], s.truth.root_cause, fmt(s.truth.overcharge))
-        for s in generate(DEFAULT_SEED)
-        if s.truth.root_cause != "no_error"
-    }
+    """Every overcharge in the default dataset: each scenario's, and the others on a two-fault account."""
+    found = set()
+    for s in generate(DEFAULT_SEED):
+        customer = s.ledger.customer.id
+        if s.truth.root_cause != "no_error":
+            found.add((customer, s.truth.invoice_ids[0], s.truth.root_cause, fmt(s.truth.overcharge)))
+        for other in s.truth.other_findings or ():
+            found.add((customer, other.invoice_id, other.root_cause, fmt(other.overcharge)))
+    return found
 
 
 def as_rows(output: dict[str, Any]) -> set[tuple[str, str, str, str]]:
@@ -109,13 +114,14 @@ def test_the_table_is_readable_with_a_total_line(seeded_db_url: str) -> None:
     done = billsleuth("audit", "--all")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.strip().splitlines()
-    assert lines[0] == "audit as of 2026-10-15: 100 customers"
+    assert lines[0] == f"audit as of 2026-10-15: {SCENARIOS_PER_SEED} customers"
     assert lines[2].split() == ["CUSTOMER", "INVOICE", "ROOT", "CAUSE", "OVERCHARGE"]
     assert "C-0011    INV-0011-03" in done.stdout and "timezone_change_date" in done.stdout
     expected_total = fmt(sum((Decimal(row[3]) for row in injected()), Decimal(0)))
+    findings, customers = len(injected()), len({row[0] for row in injected()})
     assert lines[-2:] == [
-        "total: 80 findings on 80 customers",
-        f"  USD: 80 findings, overcharge {expected_total} USD",
+        f"total: {findings} findings on {customers} customers",
+        f"  USD: {findings} findings, overcharge {expected_total} USD",
     ]
 
 
@@ -140,7 +146,7 @@ def test_an_empty_ledger_reports_nothing(db_url: str) -> None:
 def test_worker_processes_and_small_chunks_give_the_same_findings(seeded_db_url: str) -> None:
     alone = asyncio.run(audit_all(seeded_db_url, workers=1, chunk_size=7))
     pooled = asyncio.run(audit_all(seeded_db_url, workers=2, chunk_size=7))
-    assert alone.customers == pooled.customers == 100
+    assert alone.customers == pooled.customers == SCENARIOS_PER_SEED
     assert [f.as_json() for f in alone.findings] == [f.as_json() for f in pooled.findings]
     assert {
         (f.customer_id, f.invoice_id, f.root_cause, fmt(f.overcharge)) for f in pooled.findings

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from bot.slack_testing.recorder import SlackRecorder
+from scenarios.extra_kinds import SCENARIOS_PER_SEED
 
 BILLSLEUTH = Path(sys.executable).with_name("billsleuth")
 
@@ -34,7 +35,7 @@ async def test_doctor_reports_what_to_fix_and_passes_when_configured(seeded_db_u
 
         ready = await asyncio.to_thread(doctor, env)
         assert ready.returncode == 0, ready.stdout
-        assert "✓ slack auth.test" in ready.stdout and "100 customers" in ready.stdout
+        assert "✓ slack auth.test" in ready.stdout and f"{SCENARIOS_PER_SEED} customers" in ready.stdout
         assert "✓ activity log: 0 rows, chain intact" in ready.stdout
         assert slack.calls("auth.test")
         wrong_token = await asyncio.to_thread(doctor, {**env, "SLACK_BOT_TOKEN": "xoxb-wrong"})

@@ -1,8 +1,10 @@
 """`billsleuth eval` end to end: the installed console script against real databases.
 
-The evaluation must score the offline investigator perfectly on the default dataset and on another seed's,
-print exactly DESIGN's JSON shape, and leave the database at DATABASE_URL as it found it — every table,
-every sequence — with no scratch database left behind on the server.
+The evaluation must score the offline investigator perfectly on the default dataset and on another seed's
+(the extra kinds after the first 100 included, each its own row), print exactly DESIGN's JSON shape, and
+leave the database at DATABASE_URL as it found it — every table, every sequence — with no scratch database
+left behind on the server. A scenario naming its customer instead of numbering it fails when the words
+find another customer, several or none.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -27,7 +30,9 @@ from approvals.config import ApprovalSettings
 from bot.cli import main as cli
 from engine.db import with_database
 from scenarios.eval_scratch import leftover_scratch_databases
-from scenarios.generator import DEFAULT_SCENARIOS_DIR
+from scenarios.evaluation import Run, ScenarioFile
+from scenarios.extra_kinds import EXTRA_VARIANTS, PER_VARIANT, SCENARIOS_PER_SEED
+from scenarios.generator import DEFAULT_SCENARIOS_DIR, DEFAULT_SEED, generate
 from scenarios.seed import seed_database
 from tests.openai_stub import OpenAIStub, call
 from tests.pg import admin_execute, clone_database, database_name, drop_database
@@ -118,17 +123,21 @@ def test_eval_on_an_empty_database_seeds_the_default_dataset_and_scores_it(
     assert result.returncode == 0, result.stderr
     assert "seeded the default dataset" in result.stderr
     report = json.loads(result.stdout)
-    assert_shape(report, n=100, k=1)
-    # The default dataset: 80 scenarios owe a credit, 20 are explain-only.
-    assert report["metrics"]["missed_credit"]["n"] == 80
-    assert report["metrics"]["false_credit"]["n"] == 20
+    assert_shape(report, n=SCENARIOS_PER_SEED, k=1)
+    # The default dataset: 80 of the first 100 owe a credit and 20 are explain-only; then the extra kinds.
+    owed = sum(s.truth.expected_action == "credit_note" for s in generate(DEFAULT_SEED))
+    assert report["metrics"]["missed_credit"]["n"] == owed
+    assert report["metrics"]["false_credit"]["n"] == SCENARIOS_PER_SEED - owed
+    assert owed > 80 and SCENARIOS_PER_SEED - owed > 20
+    for variant in EXTRA_VARIANTS:  # each its own row
+        assert report["by_variant"][variant] == {"n": PER_VARIANT, "passed": PER_VARIANT}, variant
     # Seeded into the database itself; the cases ran elsewhere.
-    assert rows(db_url, "customers") == 100
+    assert rows(db_url, "customers") == SCENARIOS_PER_SEED
     for table in ("cases", "credit_notes", "audit_log", "activity_log"):
         assert rows(db_url, table) == 0, table
     assert leftover_scratch_databases(pg_server_url) == []
     assert_perfect(report)
-    print(f"\nfull offline eval of the 100 default scenarios, seeding included: {elapsed:.1f} s")
+    print(f"\nfull offline eval of the {SCENARIOS_PER_SEED} default scenarios with seeding: {elapsed:.1f} s")
 
 
 @pytest.fixture
@@ -159,7 +168,7 @@ def test_eval_leaves_the_ledger_as_it_stands_and_repeats_from_untouched_copies(
 ) -> None:
     # S001 is in the subset and its customer already has a draft credit note (CN numbers continue past it).
     chosen = one_file_per_variant(tmp_path / "subset")
-    assert "S001" in chosen and len(chosen) == 16
+    assert "S001" in chosen and len(chosen) == 16 + len(EXTRA_VARIANTS)
     before = fingerprint(busy_seeded_db_url)
     assert before["credit_notes"][0] == 1 and before["cases"][0] == 1
 
@@ -169,8 +178,8 @@ def test_eval_leaves_the_ledger_as_it_stands_and_repeats_from_untouched_copies(
 
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
-    assert_shape(report, n=16, k=2)
-    assert report["metrics"]["root_cause"]["n"] == 32
+    assert_shape(report, n=len(chosen), k=2)
+    assert report["metrics"]["root_cause"]["n"] == 2 * len(chosen)
     assert fingerprint(busy_seeded_db_url) == before
     assert leftover_scratch_databases(pg_server_url) == []
     assert_perfect(report)
@@ -186,7 +195,8 @@ async def test_eval_scores_another_seeds_dataset_from_its_files(
         result = run_eval(url, tmp_path, "--json", "--scenarios", str(tmp_path / "seed3"))
         assert result.returncode == 0, result.stderr
         report = json.loads(result.stdout)
-        assert_shape(report, n=100, k=1)
+        assert_shape(report, n=SCENARIOS_PER_SEED, k=1)
+        assert set(EXTRA_VARIANTS) <= set(report["by_variant"])
         assert fingerprint(url) == before
         assert_perfect(report)
     finally:
@@ -205,6 +215,78 @@ def test_the_terminal_table(seeded_db_url: str, tmp_path: Path) -> None:
     root_cause = next(line for line in lines if line.startswith("root cause"))
     assert root_cause.split()[2:] == ["100.0%", "[34.2%,", "100.0%]", "2"]
     assert "failures: none" in lines
+
+
+def test_a_named_customer_the_words_do_not_find_fails_the_run(seeded_db_url: str, tmp_path: Path) -> None:
+    """The evaluation opens a named scenario as `case open ""` does: the customer comes from the words. The
+    same complaint signed by another customer's name, by two customers' names, or by nobody fails."""
+    everyone = generate(DEFAULT_SEED)
+    named = next(s for s in everyone if s.kind == "customer_by_name" and s.ledger.customer.name.isascii())
+    name = named.ledger.customer.name
+    someone_else = next(s.ledger.customer for s in everyone[:100] if s.ledger.customer.name.isascii())
+    # Two customers whose names are as long as each other: both fit exactly, neither wins.
+    by_base: dict[str, list[str]] = {}
+    for s in everyone[:100]:
+        by_base.setdefault(s.ledger.customer.name.rsplit("-", 1)[0], []).append(s.ledger.customer.name)
+    several = " / ".join(next(names for names in by_base.values() if len(names) >= 2)[:2])
+    original = json.loads((DEFAULT_SCENARIOS_DIR / f"{named.id}.json").read_text(encoding="utf-8"))
+    assert original["customer_named_by"] == "name" and "C-" not in original["question"]
+    subset = tmp_path / "named"
+    subset.mkdir()
+    signed = {"S901": name, "S902": someone_else.name, "S903": several, "S904": ""}
+    for scenario_id, signature in signed.items():
+        question = re.sub(re.escape(name), signature, original["question"], flags=re.IGNORECASE)
+        data = {**original, "id": scenario_id, "question": question}
+        (subset / f"{scenario_id}.json").write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+
+    result = run_eval(seeded_db_url, tmp_path, "--json", "--scenarios", str(subset))
+
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["by_variant"] == {"customer_by_name": {"n": 4, "passed": 1}}
+    got = {f["scenario"]: f for f in report["failures"]}
+    assert sorted(got) == ["S902", "S903", "S904"]
+    assert all(f["expected"]["customer_id"] == named.ledger.customer.id for f in got.values())
+    assert got["S902"]["got"]["customer_id"] == someone_else.id
+    assert got["S903"]["got"]["status"] == "error"
+    assert "could mean several customers" in got["S903"]["escalation_reason"]
+    assert (got["S904"]["got"]["status"], got["S904"]["got"]["customer_id"]) == ("needs_customer", None)
+
+
+def test_the_terminal_table_shows_the_extra_kinds_as_their_own_rows() -> None:
+    from bot.cli.cmd_eval import render
+    from scenarios.eval_metrics import answer_from_case, score
+    from scenarios.evaluation import EvalReport, load_scenario
+
+    def run(scenario: ScenarioFile, case: dict[str, Any]) -> Run:
+        answer = answer_from_case(case)
+        return Run(scenario, 1, answer, score(scenario.truth, answer))
+
+    first = load_scenario(DEFAULT_SCENARIOS_DIR / "S001.json")
+    extra = [load_scenario(path) for path in sorted(DEFAULT_SCENARIOS_DIR.glob("S1[0-9][0-9].json"))]
+    two = next(s for s in extra if s.truth.variant == "two_faults")
+    right = {
+        "root_cause": two.truth.root_cause,
+        "invoice_ids": [two.truth.invoice_id],
+        "overcharge": f"{two.truth.overcharge:.2f}",
+        "expected_action": "credit_note",
+    }
+    note = {"id": "CN-0001", "invoice_id": two.truth.invoice_id, "amount": right["overcharge"]}
+    case = {"status": "awaiting_approval", "findings": right, "credit_note": note, "escalation_reason": None}
+    runs = [
+        run(first, {"status": "needs_customer", "customer_id": None}),
+        run(two, {**case, "customer_id": "C-0001", "other_findings": []}),
+    ]
+    report = EvalReport("offline", 1, [first, two], runs)
+    lines = render(report).splitlines()
+    heading = lines.index("beyond one complaint:")
+    assert lines[heading - 1].split() == ["cancel_not_respected", "0", "1"]
+    assert lines[heading + 1].split() == ["two_faults", "0", "1"]
+    [(other,)] = [tuple(two.truth.other_findings or ())]
+    failure = next(line for line in lines if line.startswith(f"  {two.id} [two_faults]"))
+    others = f"{other[0]} {other[1]} {other[2]:.2f}"
+    assert f"credit_note for {two.customer_id} + others [{others}]; got awaiting_approval:" in failure
+    assert failure.endswith("credit_note for C-0001 + others []")
 
 
 # ---------- refusals ----------

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,7 +18,15 @@ from scenarios.eval_metrics import (
     score,
     wilson_interval,
 )
-from scenarios.evaluation import Run, ScenarioFile, by_variant, failures, metrics
+from scenarios.evaluation import (
+    EvalInputError,
+    Run,
+    ScenarioFile,
+    by_variant,
+    failures,
+    load_scenario,
+    metrics,
+)
 
 # ---------- Wilson ----------
 
@@ -234,3 +244,103 @@ def test_metrics_denominators_pass_hat_k_and_by_variant() -> None:
         "expected_action": "credit_note",
     }
     assert failure["got"]["status"] == "escalated"
+
+
+# ---------- the customer, and the account's other overcharges ----------
+
+TWO_FAULT_TRUTH = Truth(
+    "wrong_plan_price",
+    "two_faults",
+    "INV-0001-05",
+    Decimal("35.70"),
+    "credit_note",
+    customer_id="C-0001",
+    other_findings=frozenset({("INV-0001-04", "duplicate_charge", Decimal("174.90"))}),
+)
+TWO_FAULT_FINDINGS = {**CREDIT_FINDINGS, "root_cause": "wrong_plan_price", "overcharge": "35.70"}
+TWO_FAULT_NOTE = {"id": "CN-0001", "invoice_id": "INV-0001-05", "amount": "35.70", "status": "draft"}
+
+
+def two_fault_case(**extra: Any) -> dict[str, Any]:
+    return case("awaiting_approval", findings=TWO_FAULT_FINDINGS, note=TWO_FAULT_NOTE) | extra
+
+
+def test_other_findings_are_judged_only_where_the_case_lists_them() -> None:
+    # An agent that does not report other_findings (no key) is judged on the rest alone.
+    assert "other_findings" not in two_fault_case()
+    assert score(TWO_FAULT_TRUTH, answer_from_case(two_fault_case())).passed
+    listed = [{"invoice_id": "INV-0001-04", "root_cause": "duplicate_charge", "overcharge": "174.90"}]
+    assert score(TWO_FAULT_TRUTH, answer_from_case(two_fault_case(other_findings=listed))).passed
+    for wrong in (
+        [],  # missed the second overcharge
+        [{**listed[0], "overcharge": "174.00"}],
+        [{**listed[0], "root_cause": "duplicate_invoice"}],
+        [*listed, {"invoice_id": "INV-0001-03", "root_cause": "wrong_plan_price", "overcharge": "6.00"}],
+        ["INV-0001-04"],  # not an entry at all
+    ):
+        result = score(TWO_FAULT_TRUTH, answer_from_case(two_fault_case(other_findings=wrong)))
+        assert result.root_cause and result.invoice and result.overcharge and result.action
+        assert not result.other_findings and not result.passed, wrong
+    # A truth that says nothing of other overcharges (the first 100's files) never judges them.
+    unsaid = case("awaiting_approval", findings=CREDIT_FINDINGS) | {"other_findings": listed}
+    assert score(CREDIT_TRUTH, answer_from_case(unsaid)).other_findings
+
+
+def test_a_case_about_another_customer_or_none_fails() -> None:
+    assert score(TWO_FAULT_TRUTH, answer_from_case(two_fault_case())).customer
+    elsewhere = score(TWO_FAULT_TRUTH, answer_from_case(two_fault_case(customer_id="C-0002")))
+    assert elsewhere.invoice and not elsewhere.customer and not elsewhere.passed
+    nobody = score(TWO_FAULT_TRUTH, answer_from_case(case("needs_customer") | {"customer_id": None}))
+    assert not nobody.customer and not nobody.passed
+    # A truth without a customer (a hand-made one) does not judge it.
+    assert score(
+        CREDIT_TRUTH,
+        answer_from_case(case("awaiting_approval", findings=CREDIT_FINDINGS) | {"customer_id": "C-0099"}),
+    ).customer
+
+
+def test_a_failure_shows_the_customer_and_other_findings_expected_and_got() -> None:
+    scenario = ScenarioFile("S106", "C-0001", "…", TWO_FAULT_TRUTH)
+    answer = answer_from_case(two_fault_case(customer_id="C-0002", other_findings=[]))
+    [failure] = failures([Run(scenario, 1, answer, score(TWO_FAULT_TRUTH, answer))])
+    assert failure["expected"]["customer_id"] == "C-0001" and failure["got"]["customer_id"] == "C-0002"
+    assert failure["expected"]["other_findings"] == [
+        {"invoice_id": "INV-0001-04", "root_cause": "duplicate_charge", "overcharge": "174.90"}
+    ]
+    assert failure["got"]["other_findings"] == []
+
+
+def test_scenario_files_with_the_new_keys_are_read_and_checked(tmp_path: Path) -> None:
+    base = {
+        "id": "S101",
+        "customer_id": "C-0101",
+        "question": "…",
+        "truth": {
+            "root_cause": "wrong_plan_price",
+            "variant": "two_faults",
+            "invoice_ids": ["INV-0101-06"],
+            "overcharge": "35.70",
+            "expected_action": "credit_note",
+            "other_findings": [
+                {"invoice_id": "INV-0101-05", "root_cause": "duplicate_charge", "overcharge": "89.25"}
+            ],
+        },
+        "customer_named_by": "email",
+    }
+    path = tmp_path / "S101.json"
+    path.write_text(json.dumps(base), encoding="utf-8")
+    scenario = load_scenario(path)
+    assert scenario.named_by == "email" and scenario.truth.customer_id == "C-0101"
+    assert scenario.truth.other_findings == {("INV-0101-05", "duplicate_charge", Decimal("89.25"))}
+    for broken, message in (
+        ({**base, "customer_named_by": "phone"}, "customer_named_by must be name or email, got 'phone'"),
+        ({**base, "truth": {**base["truth"], "other_findings": {}}}, "truth.other_findings must be a list"),
+        (
+            {**base, "truth": {**base["truth"], "other_findings": [{"invoice_id": "INV-0101-05"}]}},
+            "truth.other_findings entries need invoice_id, root_cause and overcharge",
+        ),
+    ):
+        path.write_text(json.dumps(broken), encoding="utf-8")
+        with pytest.raises(EvalInputError) as refused:
+            load_scenario(path)
+        assert str(refused.value) == f"S101.json: {message}"

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from engine import migrate
+from scenarios.extra_kinds import SCENARIOS_PER_SEED
 
 REPO = Path(__file__).resolve().parent.parent
 # What the wheel is built from; copied so stale build/ output in the checkout cannot leak into it.
@@ -91,8 +92,8 @@ def test_the_wheel_runs_from_any_directory(installed: Path, empty_db_url: str, t
 
     assert "COMMAND" in billsleuth("--help")
     assert billsleuth("db", "upgrade") == f"schema at {migrate.head_revision()} (was empty)\n"
-    assert "100 customers" in billsleuth("seed")
+    assert f"{SCENARIOS_PER_SEED} customers" in billsleuth("seed")
     report = json.loads(billsleuth("eval", "--json"))
-    assert report["n"] == 100
+    assert report["n"] == SCENARIOS_PER_SEED
     assert report["metrics"]["root_cause"]["rate"] == 1.0
     assert report["metrics"]["overcharge"]["rate"] == 1.0

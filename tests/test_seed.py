@@ -19,6 +19,7 @@ from engine import schema as t
 from engine.db import create_engine
 from engine.diff import check_ledger
 from engine.ledger import load_ledgers, load_price_book
+from scenarios.extra_kinds import SCENARIOS_PER_SEED
 from scenarios.generator import AS_OF, DEFAULT_SCENARIOS_DIR, DEFAULT_SEED, generate
 from scenarios.seed import ForeignDatabaseError, ReseedRefused, seed_database
 from scenarios.store import subscription_snapshot
@@ -66,7 +67,7 @@ async def test_stored_headers_agree_with_their_lines(seeded_db: AsyncEngine) -> 
     assert mismatched == []
     assert "INV-0001-01-L1" in set(line_ids)
     assert info == {"seeded_by": "billsleuth", "seed": "7", "as_of": "2026-10-15"}
-    assert counts == (100, sum(len(s.ledger.invoices) for s in generate()), 5)
+    assert counts == (SCENARIOS_PER_SEED, sum(len(s.ledger.invoices) for s in generate()), 5)
 
 
 async def test_subscription_row_is_the_snapshot_after_every_event(seeded_db: AsyncEngine) -> None:
@@ -120,12 +121,14 @@ async def test_reseeding_our_own_database_replaces_everything(seeded_db_url: str
         assert _count(seeded_db_url, table) == 0, table
     # The history stays: the scribbled row, then the reseed itself.
     assert _actions(seeded_db_url) == ["opened", "ledger.reseeded"]
-    assert sorted(p.name for p in tmp_path.glob("S*.json")) == [f"S{i:03d}.json" for i in range(1, 101)]
+    files = [f"S{i:03d}.json" for i in range(1, SCENARIOS_PER_SEED + 1)]
+    assert sorted(p.name for p in tmp_path.glob("S*.json")) == files
     assert (tmp_path / "notes.txt").read_text() == "keep me"
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging left behind
     first = json.loads((tmp_path / "S001.json").read_text(encoding="utf-8"))
     assert first == generate(3)[0].to_json()
-    assert result.scenarios == 100 and result.seed == 3 and len(result.files) == 100
+    assert result.scenarios == SCENARIOS_PER_SEED and result.seed == 3
+    assert len(result.files) == SCENARIOS_PER_SEED
     with psycopg.connect(seeded_db_url) as conn:
         assert conn.execute("SELECT value FROM dataset_info WHERE key = 'seed'").fetchone() == ("3",)
 
@@ -179,7 +182,7 @@ async def test_a_database_holding_an_issued_note_is_not_reseeded_without_force(
     actor_type, actor_id, entity_type, entity_id, details = row
     assert (actor_type, actor_id, entity_type, entity_id) == ("user", "auditor-joe", "dataset", "3")
     assert details["seed"] == 3 and details["forced"] is True
-    assert details["erased"]["credit_notes"] == 1 and details["erased"]["customers"] == 100
+    assert details["erased"]["credit_notes"] == 1 and details["erased"]["customers"] == SCENARIOS_PER_SEED
     assert details["erased_issued"] == [
         {
             "id": "CN-0001",
@@ -225,7 +228,7 @@ async def test_a_ledger_someone_else_wrote_is_refused_then_forced(db_url: str, t
     await seed_database(db_url, DEFAULT_SEED, tmp_path, force=True)
     with psycopg.connect(db_url) as conn:
         ids = [r[0] for r in conn.execute("SELECT id FROM customers ORDER BY id")]
-    assert ids == [f"C-{i:04d}" for i in range(1, 101)]
+    assert ids == [f"C-{i:04d}" for i in range(1, SCENARIOS_PER_SEED + 1)]
 
 
 def test_cli_seeds_an_empty_database_into_home(
@@ -235,12 +238,13 @@ def test_cli_seeds_an_empty_database_into_home(
     assert cli(["seed"]) == 0
     out = capsys.readouterr().out.strip()
     assert "\n" not in out
-    assert out.startswith("seeded 100 scenarios (seed 7")
+    assert out.startswith(f"seeded {SCENARIOS_PER_SEED} scenarios (seed 7")
     assert (
         "cancel_not_respected 6" in out and "annual_renewal 5" in out and str(tmp_path / "scenarios") in out
     )
+    assert "24 beyond one complaint (two_faults 4," in out
     default = DEFAULT_SCENARIOS_DIR
-    for name in ("S001.json", "S100.json"):
+    for name in ("S001.json", "S100.json", f"S{SCENARIOS_PER_SEED}.json"):
         assert (tmp_path / "scenarios" / name).read_bytes() == (default / name).read_bytes()
 
 

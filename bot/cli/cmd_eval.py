@@ -156,8 +156,7 @@ def render(report: EvalReport) -> str:
     for j, value in data["metrics"]["pass_hat_k"].items():
         lines.append(f"{'pass^' + j:<30} {_percent(value):>7}")
     lines += ["", f"{'variant':<30} {'passed':>7} {'n':>5}"]
-    for variant, row in data["by_variant"].items():
-        lines.append(f"{variant:<30} {row['passed']:>7} {row['n']:>5}")
+    lines += _variant_rows(data["by_variant"])
     lines.append("")
     if not data["failures"]:
         lines.append("failures: none")
@@ -168,13 +167,38 @@ def render(report: EvalReport) -> str:
     return "\n".join(lines)
 
 
+def _variant_rows(by_variant: dict[str, dict[str, int]]) -> list[str]:
+    """The first 100's variants, then the kinds beyond one complaint about one invoice under their own
+    heading."""
+    from scenarios.extra_kinds import EXTRA_VARIANTS
+
+    def row(variant: str) -> str:
+        counts = by_variant[variant]
+        return f"{variant:<30} {counts['passed']:>7} {counts['n']:>5}"
+
+    rows = [row(variant) for variant in by_variant if variant not in EXTRA_VARIANTS]
+    extra = [row(variant) for variant in by_variant if variant in EXTRA_VARIANTS]
+    return rows + (["beyond one complaint:", *extra] if extra else [])
+
+
 def _failure_line(failure: dict[str, Any], k: int) -> str:
     expected, got = failure["expected"], failure["got"]
     which = f"{failure['scenario']}" + (f" run {failure['repetition']}" if k > 1 else "")
     fields = ("root_cause", "invoice_id", "overcharge", "expected_action")
     wanted = " ".join(str(expected[key]) for key in fields)
     found = " ".join(str(got[key]) for key in fields)
+    if "customer_id" in expected and expected["customer_id"] != got.get("customer_id"):
+        wanted += f" for {expected['customer_id']}"
+        found += f" for {got.get('customer_id') or 'no customer'}"
+    others = expected.get("other_findings"), got.get("other_findings")
+    if None not in others and others[0] != others[1]:
+        wanted += f" + others {_others(expected['other_findings'])}"
+        found += f" + others {_others(got['other_findings'])}"
     line = f"  {which} [{failure['variant']}] expected {wanted}; got {got['status']}: {found}"
     if failure["escalation_reason"]:
         line += f" — {failure['escalation_reason']}"
     return line
+
+
+def _others(found: list[dict[str, str]]) -> str:
+    return "[" + ", ".join(f"{f['invoice_id']} {f['root_cause']} {f['overcharge']}" for f in found) + "]"
