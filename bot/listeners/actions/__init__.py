@@ -1,18 +1,25 @@
 """Buttons on the evidence card (in a channel or in App Home): Approve, Reject, Request changes and Cancel;
-Resubmit, under an approver's question in the case's thread; a candidate under "Which customer is this?"."""
+Resubmit, under an approver's question in the case's thread; a candidate under "Which customer is this?";
+`Open case` on a finding of the findings digest."""
 
 from __future__ import annotations
 
 from slack_bolt.async_app import AsyncApp
 
 from bot.cards import APPROVE_ACTION_ID, CANCEL_ACTION_ID, REJECT_ACTION_ID
-from bot.cards.ids import PICK_CUSTOMER_ACTION_ID, REQUEST_CHANGES_ACTION_ID, RESUBMIT_ACTION_ID
+from bot.cards.ids import (
+    PICK_CUSTOMER_ACTION_ID,
+    REQUEST_CHANGES_ACTION_ID,
+    RESUBMIT_ACTION_ID,
+    SWEEP_OPEN_CASE_ACTION_ID,
+)
 from bot.listeners.actions.approve import approve_clicked
 from bot.listeners.actions.cancel import cancel_clicked
 from bot.listeners.actions.pick_customer import customer_picked
 from bot.listeners.actions.reject import reject_clicked
 from bot.listeners.actions.request_changes import request_changes_clicked
 from bot.listeners.actions.resubmit import resubmit_clicked
+from bot.listeners.actions.sweep_open_case import sweep_open_case_clicked
 
 
 def register(app: AsyncApp) -> None:
@@ -22,3 +29,4 @@ def register(app: AsyncApp) -> None:
     app.action(REQUEST_CHANGES_ACTION_ID)(request_changes_clicked)
     app.action(RESUBMIT_ACTION_ID)(resubmit_clicked)
     app.action(PICK_CUSTOMER_ACTION_ID)(customer_picked)
+    app.action(SWEEP_OPEN_CASE_ACTION_ID)(sweep_open_case_clicked)
