@@ -31,6 +31,7 @@ class DigestItem:
     customer_id: str
     customer_name: str
     root_cause: str
+    case_id: str | None = None  # the case opened from its `Open case`
 
     @property
     def value(self) -> str:
@@ -82,15 +83,17 @@ def _totals(items: Sequence[DigestItem]) -> list[str]:
 
 def _line(item: DigestItem) -> str:
     who = f"{clip(item.customer_name, MAX_NAME)} (`{item.customer_id}`)"
-    return (
-        f"*{amount(item.overcharge, item.currency)}* on `{item.invoice_id}` · {who} · "
-        f"{humanise(item.root_cause)}"
-    )
+    money = amount(item.overcharge, item.currency)
+    line = f"*{money}* on `{item.invoice_id}` · {who} · {humanise(item.root_cause)}"
+    return line if item.case_id is None else f"{line} · case `{item.case_id}` opened"
 
 
 def digest_message(view: DigestView) -> Message:
+    """The digest; redrawn each time a case is opened from it (that finding's button gives way to the
+    case id), each redraw a new revision of block ids so a click on an older one is recognisable."""
     key = view.as_of.isoformat()
     items = list(view.items)
+    revision = sum(i.case_id is not None for i in items)
     shown = shown_findings(items)
     headline = f"Findings sweep: {_count(len(items), 'new overcharge')}"
     intro = (
@@ -98,12 +101,13 @@ def digest_message(view: DigestView) -> Message:
         "nobody is crediting yet:\n" + "\n".join(_totals(items))
     )
     blocks: list[Block] = [
-        header(block_id("sweep", key, "head", 0), headline),
-        section(block_id("sweep", key, "totals", 0), intro),
+        header(block_id("sweep", key, "head", revision), headline),
+        section(block_id("sweep", key, "totals", revision), intro),
     ]
     for n, item in enumerate(shown):
-        row = section(block_id("sweep", key, f"f{n}", 0), _line(item))
-        row["accessory"] = button("Open case", SWEEP_OPEN_CASE_ACTION_ID, item.value)
+        row = section(block_id("sweep", key, f"f{n}", revision), _line(item))
+        if item.case_id is None:
+            row["accessory"] = button("Open case", SWEEP_OPEN_CASE_ACTION_ID, item.value)
         blocks.append(row)
     rest = len(items) - len(shown)
     if rest:
@@ -114,7 +118,7 @@ def digest_message(view: DigestView) -> Message:
             by_currency[item.currency] -= 1
         split = ", ".join(f"{c} {n}" for c, n in sorted(by_currency.items()) if n)
         more = f"…and {rest} more not shown ({split}): `billsleuth sweep` lists them all."
-        blocks.append(context(block_id("sweep", key, "more", 0), more))
+        blocks.append(context(block_id("sweep", key, "more", revision), more))
     check_blocks(blocks, "message", CARD_BLOCKS_JSON_BUDGET)
     return Message(text=headline, blocks=blocks)
 

@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -23,7 +24,7 @@ from bot import store
 from bot.cards.digest import digest_message, finding_had_case, finding_key, finding_notice
 from bot.flows.investigate import investigate, tell_not_allowed_to_open
 from bot.flows.notify import tell
-from bot.presenters.digest import digest_view
+from bot.presenters.digest import digest_view, posted_digest_view
 from bot.runtime import BotRuntime
 from bot.store import CaseRequest
 from engine.money import fmt
@@ -104,7 +105,7 @@ def sweep_question(finding: SweepFinding) -> str:
 
 
 async def open_case_from_finding(
-    runtime: BotRuntime, user_id: str, value: str, channel: str, thread_ts: str
+    runtime: BotRuntime, user_id: str, value: str, channel: str, digest_ts: str, thread_ts: str
 ) -> None:
     """A finding's `Open case`: the clicker opens a case for its customer, in the digest's thread, as a
     mention would (same access rule, progress, card and approvals) — once per finding."""
@@ -132,4 +133,16 @@ async def open_case_from_finding(
         had = finding_had_case(finding.invoice_id, finding.case_id)
         await tell(runtime, user_id, had, channel=channel, thread_ts=thread_ts)
     else:
+        await redraw_digest(runtime, channel, digest_ts)
         await investigate(runtime, request, case_id=case_id)
+
+
+async def redraw_digest(runtime: BotRuntime, channel: str, ts: str) -> None:
+    """The digest again, the finding whose case was just opened showing its case instead of a button."""
+    view = await posted_digest_view(runtime.engine, channel, ts)
+    if view is None:
+        return
+    try:
+        await runtime.client.chat_update(channel=channel, ts=ts, **digest_message(view).as_kwargs())
+    except SlackApiError as error:  # the case matters more than the digest's look: go on without it
+        log.warning("could not redraw the findings digest %s: %s", ts, error.response.get("error"))

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from datetime import date
 
 from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from agent.findings_sweep import SweepFinding
+from agent.findings_sweep import SweepFinding, posted_digest
 from bot.cards.digest import DigestItem, DigestView
 from engine import schema
 
@@ -21,8 +21,24 @@ async def digest_view(conn: AsyncConnection, findings: Sequence[SweepFinding], a
     names = {row.id: row.name for row in rows}
     items = tuple(
         DigestItem(
-            f.invoice_id, f.overcharge, f.currency, f.customer_id, names.get(f.customer_id, ""), f.root_cause
+            f.invoice_id,
+            f.overcharge,
+            f.currency,
+            f.customer_id,
+            names.get(f.customer_id, ""),
+            f.root_cause,
+            f.case_id,
         )
         for f in findings
     )
     return DigestView(as_of, items)
+
+
+async def posted_digest_view(engine: AsyncEngine, channel: str, ts: str) -> DigestView | None:
+    """The digest at (channel, ts) as it stands now (cases opened from it included); None: no digest."""
+    async with engine.connect() as conn:
+        posted = await posted_digest(conn, channel, ts)
+        if posted is None:
+            return None
+        as_of, findings = posted
+        return await digest_view(conn, findings, as_of)

@@ -29,6 +29,8 @@ from tests.bot.helpers import (
     bot_replies,
     buttons,
     count,
+    open_case,
+    scenario,
     snapshot,
 )
 
@@ -129,6 +131,11 @@ async def test_open_case_opens_it_in_the_digests_thread_once(
         ).one()
     assert (case.requester, case.channel, case.thread_ts) == (SUPPORT, SWEEP, digest.ts)
     assert note.invoice_id == invoice_id and f"{note.amount:.2f}" == value.split()[1]
+    assert_valid_blocks(digest.blocks)  # redrawn: the finding shows its case instead of a button
+    assert f"case `{case_id}` opened" in all_text(digest.blocks)
+    assert (
+        value not in [b["value"] for b in open_case_buttons(digest)] and len(open_case_buttons(digest)) == 9
+    )
 
     again = p.click(seen, user=FINANCE[0], channel=SWEEP, action_id=SWEEP_OPEN_CASE_ACTION_ID, value=value)
     assert (await signed.send(again)).status == 200
@@ -136,3 +143,18 @@ async def test_open_case_opens_it_in_the_digests_thread_once(
     assert f"already has case `{case_id}`" in slack.ephemerals(FINANCE[0])[-1].text
     assert len(bot_replies(slack, SWEEP, digest.ts)) == 1
     assert await count(digest_bot, schema.cases) == 1
+
+
+async def test_a_finding_someone_is_already_crediting_is_not_in_the_digest(
+    slack: SlackRecorder, digest_bot: RunningBot, signed: SignedClient
+) -> None:
+    opened = await open_case(slack, signed, digest_bot, scenario("C-0011"))  # drafts a note on INV-0011-03
+    assert opened.credit_note_id is not None
+    posted = await daily_findings_digest(digest_bot.runtime, now=at(2, 7))
+    assert posted is not None and posted.findings == 79
+    sf = schema.sweep_findings.c
+    assert (
+        await count(digest_bot, schema.sweep_findings, sf.invoice_id == "INV-0011-03", sf.posted_at.is_(None))
+        == 1
+    )
+    assert "INV-0011-03" not in all_text(slack.messages(SWEEP)[0].blocks)

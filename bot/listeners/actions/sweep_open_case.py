@@ -16,9 +16,10 @@ async def sweep_open_case_clicked(
     await ack()
     runtime, user_id = runtime_of(context), str(body["user"]["id"])
     container = body.get("container") or {}
-    channel = str(container.get("channel_id") or "")
-    thread_ts = str(container.get("thread_ts") or container.get("message_ts") or "")
+    channel, digest_ts = str(container.get("channel_id") or ""), str(container.get("message_ts") or "")
+    thread_ts = str(container.get("thread_ts") or digest_ts)
+    value = str(action.get("value") or "")
     runtime.start(
-        open_case_from_finding(runtime, user_id, str(action.get("value") or ""), channel, thread_ts),
+        open_case_from_finding(runtime, user_id, value, channel, digest_ts, thread_ts),
         name=f"open a case from a finding by {user_id}",
     )
