@@ -39,6 +39,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="YYYY-MM-DD",
         help="judge periods up to this date (default: the latest invoice issue date in the ledger)",
     )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="audit processes (default: one per core but one, at most 4)",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -63,6 +70,8 @@ def _slack_for_posting() -> SlackSettings:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.workers is not None and args.workers < 1:
+        raise CommandError(f"--workers must be at least 1, got {args.workers}")
     slack = _slack_for_posting() if args.post else None  # refuse before the audit's work, not after
     from bot.cli.common import ready_database
 
@@ -83,7 +92,7 @@ async def _sweep(
     from agent.audit_run import default_workers
     from agent.findings_sweep import run_findings_sweep
 
-    result = await run_findings_sweep(url, args.as_of, workers=default_workers())
+    result = await run_findings_sweep(url, args.as_of, workers=args.workers or default_workers())
     if slack is None:
         return result, None
     posted = await _post(url, result, slack)
