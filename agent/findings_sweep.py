@@ -239,22 +239,13 @@ async def link_case(conn: AsyncConnection, finding: SweepFinding, case_id: str) 
     )
 
 
-async def posted_digest(
-    conn: AsyncConnection, channel: str, ts: str
-) -> tuple[date, list[SweepFinding]] | None:
-    """What the digest at (channel, ts) listed, and the date its audit judged up to; None for no digest."""
-    log, sf = t.activity_log.c, t.sweep_findings.c
-    details = (
-        await conn.execute(
-            select(log.details).where(log.action == POSTED, log.entity_id == f"{channel}:{ts}").limit(1)
-        )
-    ).scalar()
-    if details is None:
-        return None
+async def posted_in(conn: AsyncConnection, channel: str, ts: str) -> list[SweepFinding]:
+    """The findings the digest at (channel, ts) listed."""
+    sf = t.sweep_findings.c
     rows = await conn.execute(
         select(t.sweep_findings).where(sf.channel == channel, sf.ts == ts).order_by(sf.invoice_id)
     )
-    return date.fromisoformat(details["as_of"]), [_finding(r) for r in rows]
+    return [_finding(r) for r in rows]
 
 
 async def ran_today(conn: AsyncConnection, day: date) -> bool:

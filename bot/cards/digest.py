@@ -33,10 +33,10 @@ class DigestItem:
     root_cause: str
     case_id: str | None = None  # the case opened from its `Open case`
 
-    @property
-    def value(self) -> str:
-        """The `Open case` button's value: the finding's key."""
-        return f"{self.invoice_id} {fmt(self.overcharge)}"
+    def value(self, as_of: date) -> str:
+        """The `Open case` button's value: the finding's key, and the date the digest's audit judged up
+        to (so a redraw needs no lookup of the digest itself)."""
+        return f"{self.invoice_id} {fmt(self.overcharge)} {as_of.isoformat()}"
 
 
 @dataclass(frozen=True)
@@ -45,12 +45,21 @@ class DigestView:
     items: tuple[DigestItem, ...]  # every finding the digest lists
 
 
-def finding_key(value: str) -> tuple[str, Decimal] | None:
-    """The (invoice id, overcharge) an `Open case` button carries; None for anything else."""
-    invoice_id, _, overcharge = value.strip().partition(" ")
+@dataclass(frozen=True)
+class ClickedFinding:
+    invoice_id: str
+    overcharge: Decimal
+    as_of: date
+
+
+def read_finding_value(value: str) -> ClickedFinding | None:
+    """What an `Open case` button carries; None for anything else."""
+    parts = value.split()
+    if len(parts) != 3:
+        return None
     try:
-        return (invoice_id, Decimal(overcharge)) if invoice_id and overcharge else None
-    except ArithmeticError:
+        return ClickedFinding(parts[0], Decimal(parts[1]), date.fromisoformat(parts[2]))
+    except (ArithmeticError, ValueError):
         return None
 
 
@@ -107,7 +116,7 @@ def digest_message(view: DigestView) -> Message:
     for n, item in enumerate(shown):
         row = section(block_id("sweep", key, f"f{n}", revision), _line(item))
         if item.case_id is None:
-            row["accessory"] = button("Open case", SWEEP_OPEN_CASE_ACTION_ID, item.value)
+            row["accessory"] = button("Open case", SWEEP_OPEN_CASE_ACTION_ID, item.value(view.as_of))
         blocks.append(row)
     rest = len(items) - len(shown)
     if rest:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
@@ -21,7 +21,7 @@ from agent.customers import FoundBy
 from agent.findings_sweep import SweepFinding, SweepResult, run_findings_sweep
 from approvals import activity
 from bot import store
-from bot.cards.digest import digest_message, finding_had_case, finding_key, finding_notice
+from bot.cards.digest import digest_message, finding_had_case, finding_notice, read_finding_value
 from bot.flows.investigate import investigate, tell_not_allowed_to_open
 from bot.flows.notify import tell
 from bot.presenters.digest import digest_view, posted_digest_view
@@ -112,13 +112,13 @@ async def open_case_from_finding(
     if not runtime.may_open_cases(user_id):
         await tell_not_allowed_to_open(runtime, user_id, channel, thread_ts)
         return
-    key = finding_key(value)
-    if key is None:
+    clicked = read_finding_value(value)
+    if clicked is None:
         await tell(runtime, user_id, finding_notice("This button is out of date."), channel=channel)
         return
     request: CaseRequest | None = None
     async with runtime.engine.begin() as conn:  # the finding stays locked until its case is linked
-        finding = await findings_sweep.finding_for_case(conn, *key)
+        finding = await findings_sweep.finding_for_case(conn, clicked.invoice_id, clicked.overcharge)
         if finding is not None and finding.case_id is None:
             request = CaseRequest(
                 finding.customer_id, sweep_question(finding), user_id, channel, thread_ts, FoundBy.ID
@@ -126,20 +126,20 @@ async def open_case_from_finding(
             case_id = await store.new_case_in(conn, runtime.service, request)
             await findings_sweep.link_case(conn, finding, case_id)
     if finding is None:
-        gone = finding_notice(f"There is no finding {value} any more.")
+        gone = finding_notice(f"There is no finding {clicked.invoice_id} {clicked.overcharge} any more.")
         await tell(runtime, user_id, gone, channel=channel, thread_ts=thread_ts)
     elif request is None:
         assert finding.case_id is not None
         had = finding_had_case(finding.invoice_id, finding.case_id)
         await tell(runtime, user_id, had, channel=channel, thread_ts=thread_ts)
     else:
-        await redraw_digest(runtime, channel, digest_ts)
+        await redraw_digest(runtime, channel, digest_ts, clicked.as_of)
         await investigate(runtime, request, case_id=case_id)
 
 
-async def redraw_digest(runtime: BotRuntime, channel: str, ts: str) -> None:
+async def redraw_digest(runtime: BotRuntime, channel: str, ts: str, as_of: date) -> None:
     """The digest again, the finding whose case was just opened showing its case instead of a button."""
-    view = await posted_digest_view(runtime.engine, channel, ts)
+    view = await posted_digest_view(runtime.engine, channel, ts, as_of)
     if view is None:
         return
     try:

@@ -8,7 +8,7 @@ from datetime import date
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from agent.findings_sweep import SweepFinding, posted_digest
+from agent.findings_sweep import SweepFinding, posted_in
 from bot.cards.digest import DigestItem, DigestView
 from engine import schema
 
@@ -34,11 +34,8 @@ async def digest_view(conn: AsyncConnection, findings: Sequence[SweepFinding], a
     return DigestView(as_of, items)
 
 
-async def posted_digest_view(engine: AsyncEngine, channel: str, ts: str) -> DigestView | None:
+async def posted_digest_view(engine: AsyncEngine, channel: str, ts: str, as_of: date) -> DigestView | None:
     """The digest at (channel, ts) as it stands now (cases opened from it included); None: no digest."""
     async with engine.connect() as conn:
-        posted = await posted_digest(conn, channel, ts)
-        if posted is None:
-            return None
-        as_of, findings = posted
-        return await digest_view(conn, findings, as_of)
+        findings = await posted_in(conn, channel, ts)
+        return await digest_view(conn, findings, as_of) if findings else None

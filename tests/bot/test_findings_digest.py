@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from decimal import Decimal
 
 import pytest
 from sqlalchemy import select
@@ -91,7 +92,7 @@ async def test_the_daily_digest_goes_out_once_a_day_at_its_hour(
     assert "Findings sweep: 80 new overcharges" in text and "*USD*: 80 findings" in text
     assert len(open_case_buttons(digest)) == 10
     assert "…and 70 more not shown (USD 70)" in text
-    amounts = [float(b["value"].split()[1]) for b in open_case_buttons(digest)]
+    amounts = [Decimal(b["value"].split()[1]) for b in open_case_buttons(digest)]
     assert amounts == sorted(amounts, reverse=True)  # the largest, largest first
 
     assert await daily_findings_digest(runtime, now=at(2, 9)) is None  # later the same day: done
