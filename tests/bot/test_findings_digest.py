@@ -4,6 +4,7 @@ thread, once per finding."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -159,3 +160,23 @@ async def test_a_finding_someone_is_already_crediting_is_not_in_the_digest(
         == 1
     )
     assert "INV-0011-03" not in all_text(slack.messages(SWEEP)[0].blocks)
+
+
+async def test_the_running_bot_posts_the_days_digest_by_itself_once(
+    ready_db_url: str, slack: SlackRecorder
+) -> None:
+    settings = slack.settings(signing_secret=SECRET).model_copy(
+        update={"sweep_channel": SWEEP, "sweep_hour": 0}
+    )
+    async with running_bot(
+        ready_db_url,
+        settings,
+        configuration=Configuration(investigator="offline"),
+        approval_settings=ApprovalSettings(approvers=frozenset(FINANCE)),
+        recover=False,
+        expiry_interval=None,
+        digest_check=0.05,  # looks every 50 ms: many looks, one digest
+    ):
+        await slack.wait_until(lambda: len(slack.messages(SWEEP)) == 1, timeout=30)
+        await asyncio.sleep(0.5)
+    assert len(slack.messages(SWEEP)) == 1
