@@ -69,7 +69,11 @@ from agent.database import ensure_ready
 from approvals.config import ApprovalSettings
 from bot.config import SlackConfigError, SlackSettings
 from bot.flows.chores import recover_interrupted, sweep
-from bot.flows.digest import DEFAULT_DAILY_CHECK_SECONDS, daily_findings_digest
+from bot.flows.digest import (
+    DEFAULT_DAILY_CHECK_SECONDS,
+    RETRY_AFTER_FAILURE_SECONDS,
+    daily_findings_digest,
+)
 from bot.flows.outbox import DEFAULT_POLL_SECONDS, watch_outbox
 from bot.identity import foreign_reason, record_foreign
 from bot.listeners import register_listeners
@@ -362,11 +366,13 @@ class Chores:
 
     async def _daily_digest(self, every: float) -> None:
         while True:
+            wait = every
             try:
                 await daily_findings_digest(self.runtime)
             except Exception:
-                log.exception("the daily findings digest failed; trying again in %ss", every)
-            await asyncio.sleep(every)
+                wait = max(every, RETRY_AFTER_FAILURE_SECONDS)  # not a traceback a minute all day
+                log.exception("the daily findings digest failed; trying again in %ss", wait)
+            await asyncio.sleep(wait)
 
     def _run(self, loop: Coroutine[Any, Any, None], *, name: str) -> None:
         self._loops.append(asyncio.get_running_loop().create_task(loop, name=name))

@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 
 DAILY_LOCK = "billsleuth:daily-findings-sweep"  # one bot process runs the day's sweep
 DEFAULT_DAILY_CHECK_SECONDS = 60.0  # how often the bot looks whether the day's run is due
+RETRY_AFTER_FAILURE_SECONDS = 600.0  # a day's run that failed (the bot not in the channel) is tried again
 
 
 @dataclass(frozen=True)
@@ -139,10 +140,13 @@ async def open_case_from_finding(
 
 async def redraw_digest(runtime: BotRuntime, channel: str, ts: str, as_of: date) -> None:
     """The digest again, the finding whose case was just opened showing its case instead of a button."""
-    view = await posted_digest_view(runtime.engine, channel, ts, as_of)
-    if view is None:
-        return
-    try:
-        await runtime.client.chat_update(channel=channel, ts=ts, **digest_message(view).as_kwargs())
-    except SlackApiError as error:  # the case matters more than the digest's look: go on without it
-        log.warning("could not redraw the findings digest %s: %s", ts, error.response.get("error"))
+    # Read and drawn under the digest's lock: two cases opened at once from one digest both show, the
+    # second redraw reading after the first was drawn.
+    async with runtime.locks.locked(f"billsleuth:findings-digest:{channel}:{ts}"):
+        view = await posted_digest_view(runtime.engine, channel, ts, as_of)
+        if view is None:
+            return
+        try:
+            await runtime.client.chat_update(channel=channel, ts=ts, **digest_message(view).as_kwargs())
+        except SlackApiError as error:  # the case matters more than the digest's look: go on without it
+            log.warning("could not redraw the findings digest %s: %s", ts, error.response.get("error"))

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
+from slack_sdk.errors import SlackApiError
 from sqlalchemy import select
 
 from agent.configuration import Configuration
@@ -180,3 +181,15 @@ async def test_the_running_bot_posts_the_days_digest_by_itself_once(
         await slack.wait_until(lambda: len(slack.messages(SWEEP)) == 1, timeout=30)
         await asyncio.sleep(0.5)
     assert len(slack.messages(SWEEP)) == 1
+
+
+async def test_a_day_whose_digest_could_not_be_posted_is_tried_again(
+    slack: SlackRecorder, digest_bot: RunningBot
+) -> None:
+    slack.fail_next("chat.postMessage", "not_in_channel")
+    with pytest.raises(SlackApiError):
+        await daily_findings_digest(digest_bot.runtime, now=at(2, 7))
+    sf = schema.sweep_findings.c
+    assert await count(digest_bot, schema.sweep_findings, sf.posted_at.is_not(None)) == 0
+    posted = await daily_findings_digest(digest_bot.runtime, now=at(2, 8))
+    assert posted is not None and posted.findings == 80 and len(slack.messages(SWEEP)) == 1
