@@ -193,3 +193,21 @@ async def test_a_day_whose_digest_could_not_be_posted_is_tried_again(
     assert await count(digest_bot, schema.sweep_findings, sf.posted_at.is_not(None)) == 0
     posted = await daily_findings_digest(digest_bot.runtime, now=at(2, 8))
     assert posted is not None and posted.findings == 80 and len(slack.messages(SWEEP)) == 1
+
+
+async def test_two_clicks_at_once_on_one_finding_open_one_case(
+    slack: SlackRecorder, digest_bot: RunningBot, signed: SignedClient
+) -> None:
+    await daily_findings_digest(digest_bot.runtime, now=at(2, 7))
+    (digest,) = slack.messages(SWEEP)
+    seen, value = snapshot(digest), open_case_buttons(digest)[-1]["value"]
+    clicks = [
+        p.click(seen, user=who, channel=SWEEP, action_id=SWEEP_OPEN_CASE_ACTION_ID, value=value)
+        for who in (SUPPORT, FINANCE[1])
+    ]
+    assert [d.status for d in await asyncio.gather(*(signed.send(c) for c in clicks))] == [200, 200]
+    await digest_bot.settled()
+    assert await count(digest_bot, schema.cases) == 1
+    assert len(bot_replies(slack, SWEEP, digest.ts)) == 1
+    told = [e.text for who in (SUPPORT, FINANCE[1]) for e in slack.ephemerals(who)]
+    assert len(told) == 1 and "already has case" in told[0]
