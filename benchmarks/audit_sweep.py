@@ -39,7 +39,7 @@ from zoneinfo import ZoneInfo
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from engine import migrate  # noqa: E402
+from agent.database import upgrade_all  # noqa: E402
 from engine.billing import add_months, build_invoices  # noqa: E402
 from engine.db import create_engine, with_database  # noqa: E402
 from engine.model import Customer, Event, Subscription  # noqa: E402
@@ -313,10 +313,12 @@ class Sweep:
     output: dict[str, Any]
 
 
-def sweep(url: str, workers: int) -> Sweep:
-    """Run the real command and watch its memory."""
+def sweep(url: str, workers: int, name: str = "audit") -> Sweep:
+    """Run the real command (`audit --all`, or `sweep`, which also records its findings) and watch its
+    memory."""
     cli = "import sys; from bot.cli import main; sys.exit(main())"
-    command = [sys.executable, "-c", cli, "audit", "--all", "--json", "--workers", str(workers)]
+    args = ["audit", "--all"] if name == "audit" else ["sweep"]
+    command = [sys.executable, "-c", cli, *args, "--json", "--workers", str(workers)]
     env = {**os.environ, "DATABASE_URL": url}
     with tempfile.TemporaryFile() as out:
         started = time.perf_counter()
@@ -337,7 +339,7 @@ def sweep(url: str, workers: int) -> Sweep:
         done.set()
         watcher.join()
         if process.returncode != 0:
-            raise SystemExit(f"billsleuth audit exited {process.returncode}")
+            raise SystemExit(f"billsleuth {name} exited {process.returncode}")
         out.seek(0)
         output = json.loads(out.read())
     return Sweep(workers, seconds, peak_main / 1024, peak_tree / 1024, output)
@@ -356,22 +358,28 @@ def score(dataset: Dataset, output: dict[str, Any]) -> tuple[int, int, int, Coun
     return len(injected & reported), len(injected - reported), len(reported - injected), causes
 
 
-def report(dataset: Dataset, url: str, worker_counts: list[int]) -> None:
+def report(dataset: Dataset, url: str, worker_counts: list[int], commands: list[str]) -> None:
     causes: Counter[str] = Counter()
-    for workers in worker_counts:
-        result = sweep(url, workers)
-        found, missed, false_positives, causes = score(dataset, result.output)
-        print(
-            f"sweep with {workers} worker{'s' if workers != 1 else ''}: {result.seconds:.2f} s wall "
-            f"(the whole command), {len(dataset.ledgers) / result.seconds:,.0f} customers/s, "
-            f"peak RSS {result.peak_rss_mb:.0f} MB (main process), "
-            f"{result.peak_tree_rss_mb:.0f} MB (with its workers)"
-        )
-        print(
-            f"  findings {len(result.output['findings'])} vs injected {len(dataset.truths)}: "
-            f"{found} found, {missed} missed, {false_positives} false positives"
-        )
+    for name in commands:
+        for workers in worker_counts:
+            causes = _report_one(dataset, url, workers, name)
     print("  by root cause: " + ", ".join(f"{cause} {n}" for cause, n in sorted(causes.items())))
+
+
+def _report_one(dataset: Dataset, url: str, workers: int, name: str) -> Counter[str]:
+    result = sweep(url, workers, name)
+    found, missed, false_positives, causes = score(dataset, result.output)
+    print(
+        f"{name} with {workers} worker{'s' if workers != 1 else ''}: {result.seconds:.2f} s wall "
+        f"(the whole command), {len(dataset.ledgers) / result.seconds:,.0f} customers/s, "
+        f"peak RSS {result.peak_rss_mb:.0f} MB (main process), "
+        f"{result.peak_tree_rss_mb:.0f} MB (with its workers)"
+    )
+    print(
+        f"  findings {len(result.output['findings'])} vs injected {len(dataset.truths)}: "
+        f"{found} found, {missed} missed, {false_positives} false positives"
+    )
+    return causes
 
 
 def main() -> int:
@@ -380,6 +388,13 @@ def main() -> int:
     parser.add_argument("--fault-rate", type=float, default=0.03)
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="sweep once per worker count")
+    parser.add_argument(
+        "--commands",
+        nargs="+",
+        choices=["audit", "sweep"],
+        default=["audit", "sweep"],
+        help="time `audit --all`, and `sweep` (the same audit, recording its findings)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the benchmark database")
     parser.add_argument(
         "--reuse", metavar="URL", help="sweep a database kept by an earlier run with the same options"
@@ -394,18 +409,18 @@ def main() -> int:
         f"{len(dataset.truths)} injected faults in {time.perf_counter() - started:.1f} s"
     )
     if args.reuse:
-        report(dataset, args.reuse, args.workers)
+        report(dataset, args.reuse, args.workers, args.commands)
         return 0
     with server_url() as server:
         name = f"bs_bench_{uuid.uuid4().hex[:8]}"
         admin(server, f'CREATE DATABASE "{name}"')
         url = with_database(server, name)
         try:
-            migrate.upgrade(url)
+            asyncio.run(upgrade_all(url))  # the schema and the graph checkpoint tables, as `db upgrade`
             started = time.perf_counter()
             rows = write(url, dataset)
             print(f"wrote {rows:,} rows in {time.perf_counter() - started:.1f} s")
-            report(dataset, url, args.workers)
+            report(dataset, url, args.workers, args.commands)
         finally:
             if args.keep:
                 print(f"kept the database: {url}")

@@ -9,12 +9,14 @@ from __future__ import annotations
 import re
 from typing import ClassVar, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator
 
 from engine.settings import EnvSettings, SettingsError
 
 SLACK_API_URL = "https://slack.com/api/"
 DEFAULT_PORT = 3000
+DEFAULT_SWEEP_HOUR = 6  # UTC hour of the daily findings digest
+_CHANNEL_ID = re.compile(r"[CG][A-Z0-9]{2,}")
 
 Mode = Literal["http", "socket"]
 
@@ -33,6 +35,9 @@ class SlackSettings(EnvSettings):
     port: int = Field(DEFAULT_PORT, validation_alias="PORT")  # where HTTP mode listens
     # Where approvers are told of notes waiting for them; empty: a DM to each approver.
     finance_channel: str = Field("", validation_alias="BILLSLEUTH_FINANCE_CHANNEL")
+    # Where and when (UTC hour) the daily findings digest goes; empty channel: no daily digest.
+    sweep_channel: str = Field("", validation_alias="BILLSLEUTH_SWEEP_CHANNEL")
+    sweep_hour: int = Field(DEFAULT_SWEEP_HOUR, validation_alias="BILLSLEUTH_SWEEP_HOUR")
 
     def __init__(
         self,
@@ -42,6 +47,9 @@ class SlackSettings(EnvSettings):
         api_url: str = SLACK_API_URL,
         port: int | str = DEFAULT_PORT,
         finance_channel: str = "",
+        *,
+        sweep_channel: str = "",
+        sweep_hour: int | str = DEFAULT_SWEEP_HOUR,
     ) -> None:
         # Positional too, as the dataclass this replaced was built.
         super().__init__(
@@ -51,6 +59,8 @@ class SlackSettings(EnvSettings):
             api_url=api_url,
             port=port,
             finance_channel=finance_channel,
+            sweep_channel=sweep_channel,
+            sweep_hour=sweep_hour,
         )
 
     @field_validator("api_url", mode="before")
@@ -62,15 +72,22 @@ class SlackSettings(EnvSettings):
         # The Web API client appends the method name to the base URL, so the trailing slash matters.
         return url if url.endswith("/") else url + "/"
 
-    @field_validator("finance_channel", mode="before")
+    @field_validator("finance_channel", "sweep_channel", mode="before")
     @classmethod
-    def _finance_channel(cls, value: object) -> str:
+    def _channel(cls, value: object, info: ValidationInfo) -> str:
         text = str(value).strip()
-        if text and not re.fullmatch(r"[CG][A-Z0-9]{2,}", text):
-            raise SlackConfigError(
-                f"BILLSLEUTH_FINANCE_CHANNEL must be a channel id like C0123ABCD, got {text!r}"
-            )
+        if text and not _CHANNEL_ID.fullmatch(text):
+            variable = cls.variable(str(info.field_name))
+            raise SlackConfigError(f"{variable} must be a channel id like C0123ABCD, got {text!r}")
         return text
+
+    @field_validator("sweep_hour", mode="before")
+    @classmethod
+    def _sweep_hour(cls, value: object) -> int:
+        text = str(value).strip()
+        if not text.isdigit() or not 0 <= int(text) <= 23:
+            raise SlackConfigError(f"BILLSLEUTH_SWEEP_HOUR must be a UTC hour from 0 to 23, got {text!r}")
+        return int(text)
 
     @field_validator("port", mode="before")
     @classmethod

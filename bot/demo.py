@@ -18,10 +18,13 @@ from typing import Any
 from sqlalchemy import select
 
 from agent.configuration import Configuration
+from agent.findings_sweep import run_findings_sweep
+from approvals.activity import USER
 from approvals.config import ApprovalSettings
 from bot.cards import APPROVE_ACTION_ID, REJECT_ACTION_ID, REJECT_REASON_ACTION_ID, REJECT_REASON_BLOCK_ID
-from bot.cards.ids import REQUEST_CHANGES_ACTION_ID
+from bot.cards.ids import REQUEST_CHANGES_ACTION_ID, SWEEP_OPEN_CASE_ACTION_ID
 from bot.cards.text import render_blocks
+from bot.flows.digest import post_findings_digest
 from bot.server import RunningBot, running_bot
 from bot.slack_testing import SignedClient, SlackRecorder
 from bot.slack_testing import payloads as p
@@ -30,6 +33,7 @@ from engine import schema
 
 SECRET = "demo-signing-secret-0123456789abcdef"
 CHANNEL = "C0BILLING"
+SWEEP_CHANNEL = "C0SWEEP"
 SUPPORT = "U0SUPPORT1"
 FINANCE = ("U0FINANCE1", "U0FINANCE2")
 OUTSIDER = "U0SALES001"
@@ -187,6 +191,32 @@ async def play(scene: Scene, scenarios: list[dict[str, Any]]) -> None:
     say(f"\n=== 7. A customer named, not numbered: {name} is found by name ===")
     thread = await scene.mention(f"Hi, this is {name}. {named['question']}")
     scene.show("Evidence card (the customer found by name)", scene.bot_messages(thread)[0])
+    await play_findings_digest(scene)
+
+
+async def play_findings_digest(scene: Scene) -> None:
+    """`billsleuth sweep --post` (the bot does it daily): the overcharges nobody reported, and a case
+    opened from the digest."""
+    scene.say("\n=== 8. Overcharges nobody reported yet: the findings digest ===")
+    runtime = scene.bot.runtime
+    url = runtime.engine.url.render_as_string(hide_password=False)
+    result = await run_findings_sweep(url)
+    posted = await post_findings_digest(
+        runtime.client, runtime.engine, SWEEP_CHANNEL, result, actor_type=USER, actor_id="demo"
+    )
+    if posted is None:
+        scene.say("(nothing new since the last digest)")
+        return
+    digest = scene.slack.message(SWEEP_CHANNEL, posted.ts)
+    scene.show("Findings digest", digest)
+    scene.say(f"\n>>> @{SUPPORT} clicks Open case on the largest")
+    click = p.click(
+        digest.to_slack(), user=SUPPORT, channel=SWEEP_CHANNEL, action_id=SWEEP_OPEN_CASE_ACTION_ID
+    )
+    await scene.deliver(click)
+    bot_user = scene.slack.workspace.bot_user_id
+    card = [m for m in scene.slack.replies(SWEEP_CHANNEL, posted.ts) if m.user == bot_user][-1]
+    scene.show("Case from the digest, in its thread", card)
 
 
 async def customer_name(scene: Scene, customer_id: str) -> str:

@@ -134,9 +134,12 @@ async def check_slack() -> list[Check]:
     from slack_sdk.errors import SlackApiError
     from slack_sdk.web.async_client import AsyncWebClient
 
-    from bot.config import SlackSettings
+    from bot.config import SlackConfigError, SlackSettings
 
-    settings = SlackSettings.from_env()
+    try:
+        settings = SlackSettings.from_env()
+    except SlackConfigError as error:
+        return [Check("slack settings", "fail", str(error))]
     mode = "socket" if settings.app_token.get_secret_value() else "http"
     missing = settings.missing(mode)
     checks: list[Check] = []
@@ -252,11 +255,26 @@ async def check_logs() -> list[Check]:
     return [Check("log format", "ok", "json, one object a line" if chosen == "json" else "text")]
 
 
+async def check_findings_digest() -> list[Check]:
+    """Where and when the bot posts the daily findings digest (`billsleuth sweep --post` by hand)."""
+    from bot.config import SlackConfigError, SlackSettings
+
+    try:
+        settings = SlackSettings.from_env()
+    except SlackConfigError as error:
+        return [Check("findings digest", "fail", str(error))]
+    if not settings.sweep_channel:
+        return [Check("findings digest", "ok", "off (set BILLSLEUTH_SWEEP_CHANNEL to post one daily)")]
+    when = f"{settings.sweep_hour:02d}:00 UTC (BILLSLEUTH_SWEEP_HOUR)"
+    return [Check("findings digest", "ok", f"daily to {settings.sweep_channel} at {when}")]
+
+
 CHECKS: tuple[Callable[[], Awaitable[list[Check]]], ...] = (
     check_database,
     check_approvers,
     check_model,
     check_slack,
+    check_findings_digest,
     check_logs,
 )
 

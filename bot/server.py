@@ -69,6 +69,11 @@ from agent.database import ensure_ready
 from approvals.config import ApprovalSettings
 from bot.config import SlackConfigError, SlackSettings
 from bot.flows.chores import recover_interrupted, sweep
+from bot.flows.digest import (
+    DEFAULT_DAILY_CHECK_SECONDS,
+    RETRY_AFTER_FAILURE_SECONDS,
+    daily_findings_digest,
+)
 from bot.flows.outbox import DEFAULT_POLL_SECONDS, watch_outbox
 from bot.identity import foreign_reason, record_foreign
 from bot.listeners import register_listeners
@@ -333,6 +338,9 @@ class Chores:
     recover: bool = True
     expiry_interval: float | None = DEFAULT_EXPIRY_INTERVAL
     outbox_poll: float | None = DEFAULT_POLL_SECONDS
+    # How often to look whether the day's findings digest is due (None: never); it runs only with
+    # BILLSLEUTH_SWEEP_CHANNEL set.
+    digest_check: float | None = DEFAULT_DAILY_CHECK_SECONDS
     _loops: list[asyncio.Task[None]] = field(default_factory=list, init=False)
 
     def start(self) -> None:
@@ -353,6 +361,18 @@ class Chores:
                     await asyncio.sleep(interval)
 
             self._run(sweep_forever(), name="expiry sweep")
+        if self.digest_check and self.runtime.slack.sweep_channel:
+            self._run(self._daily_digest(self.digest_check), name="daily findings digest")
+
+    async def _daily_digest(self, every: float) -> None:
+        while True:
+            wait = every
+            try:
+                await daily_findings_digest(self.runtime)
+            except Exception:
+                wait = max(every, RETRY_AFTER_FAILURE_SECONDS)  # not a traceback a minute all day
+                log.exception("the daily findings digest failed; trying again in %ss", wait)
+            await asyncio.sleep(wait)
 
     def _run(self, loop: Coroutine[Any, Any, None], *, name: str) -> None:
         self._loops.append(asyncio.get_running_loop().create_task(loop, name=name))
@@ -413,6 +433,7 @@ async def running_bot(
     recover: bool = True,
     expiry_interval: float | None = DEFAULT_EXPIRY_INTERVAL,
     outbox_poll: float | None = DEFAULT_POLL_SECONDS,
+    digest_check: float | None = DEFAULT_DAILY_CHECK_SECONDS,
     drain_timeout: float = 30.0,
 ) -> AsyncIterator[RunningBot]:
     """The whole bot in this process, serving HTTP on host:port (0: a free port) until the block ends."""
@@ -429,7 +450,7 @@ async def running_bot(
         async with keep_alive(app.client):
             await runtime.refuse_bots_on_the_allowlist()
             server = await start_http(app, host=host, port=port)
-            chores = Chores(runtime, recover, expiry_interval, outbox_poll)
+            chores = Chores(runtime, recover, expiry_interval, outbox_poll, digest_check)
             chores.start()
             try:
                 yield RunningBot(app, runtime, server)

@@ -107,6 +107,11 @@ async def new_case(service: CaseService, request: CaseRequest) -> str:
         return await _register_case(service, conn, request)
 
 
+async def new_case_in(conn: AsyncConnection, service: CaseService, request: CaseRequest) -> str:
+    """Record a case (queued) in the caller's transaction, with whatever else it claims (a finding)."""
+    return await _register_case(service, conn, request)
+
+
 async def _register_case(
     service: CaseService, conn: AsyncConnection, request: CaseRequest, status: str = CaseStatus.QUEUED
 ) -> str:

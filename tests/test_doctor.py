@@ -37,6 +37,13 @@ async def test_doctor_reports_what_to_fix_and_passes_when_configured(seeded_db_u
         assert ready.returncode == 0, ready.stdout
         assert "✓ slack auth.test" in ready.stdout and f"{SCENARIOS_PER_SEED} customers" in ready.stdout
         assert "✓ activity log: 0 rows, chain intact" in ready.stdout
+        assert "✓ findings digest: off (set BILLSLEUTH_SWEEP_CHANNEL to post one daily)" in ready.stdout
+        sweeping = {**env, "BILLSLEUTH_SWEEP_CHANNEL": "C0SWEEP", "BILLSLEUTH_SWEEP_HOUR": "7"}
+        daily = await asyncio.to_thread(doctor, sweeping)
+        assert "✓ findings digest: daily to C0SWEEP at 07:00 UTC" in daily.stdout, daily.stdout
+        bad_hour = await asyncio.to_thread(doctor, {**sweeping, "BILLSLEUTH_SWEEP_HOUR": "25"})
+        assert bad_hour.returncode == 1
+        assert "✗ findings digest: BILLSLEUTH_SWEEP_HOUR must be a UTC hour from 0 to 23" in bad_hour.stdout
         assert slack.calls("auth.test")
         wrong_token = await asyncio.to_thread(doctor, {**env, "SLACK_BOT_TOKEN": "xoxb-wrong"})
         assert wrong_token.returncode == 1 and "auth.test" in wrong_token.stdout

@@ -84,6 +84,18 @@ def test_the_investigator_flag_outranks_the_environment() -> None:
         ),
         (
             SlackSettings,
+            {"BILLSLEUTH_SWEEP_CHANNEL": "#billing"},
+            SlackConfigError,
+            "BILLSLEUTH_SWEEP_CHANNEL must be a channel id like C0123ABCD, got '#billing'",
+        ),
+        (
+            SlackSettings,
+            {"BILLSLEUTH_SWEEP_HOUR": "24"},
+            SlackConfigError,
+            "BILLSLEUTH_SWEEP_HOUR must be a UTC hour from 0 to 23, got '24'",
+        ),
+        (
+            SlackSettings,
             {"SLACK_API_URL": "ftp://x"},
             SlackConfigError,
             "SLACK_API_URL must start with http:// or https://, got 'ftp://x'",

@@ -20,6 +20,7 @@ REQUEST_CHANGES_ACTION_ID = "credit_note_request_changes"
 RESUBMIT_ACTION_ID = "case_resubmit"
 PICK_CUSTOMER_ACTION_ID = "case_pick_customer"
 OPEN_LINKED_CASE_ACTION_ID = "case_open_linked"
+SWEEP_OPEN_CASE_ACTION_ID = "sweep_open_case"  # a finding's button on the findings digest
 REQUEST_CHANGES_MODAL_CALLBACK_ID = "credit_note_request_changes_question"
 RESUBMIT_MODAL_CALLBACK_ID = "case_resubmit_answer"
 ANSWER_BLOCK_ID = "answer"

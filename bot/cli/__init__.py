@@ -15,6 +15,7 @@ COMMAND_MODULES = (
     "bot.cli.cmd_db",
     "bot.cli.cmd_dry_run",
     "bot.cli.cmd_audit",
+    "bot.cli.cmd_sweep",
     "bot.cli.cmd_seed",
     "bot.cli.cmd_cases",
     "bot.cli.cmd_activity",

@@ -1,6 +1,6 @@
 """Buttons on the evidence card (in a channel or in App Home): Approve, Reject, Request changes and Cancel;
 Resubmit, under an approver's question in the case's thread; a candidate under "Which customer is this?";
-`Open a case` under one of a case's other findings."""
+`Open a case` under one of a case's other findings; `Open case` on a finding of the findings digest."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from bot.cards.ids import (
     PICK_CUSTOMER_ACTION_ID,
     REQUEST_CHANGES_ACTION_ID,
     RESUBMIT_ACTION_ID,
+    SWEEP_OPEN_CASE_ACTION_ID,
 )
 from bot.listeners.actions.approve import approve_clicked
 from bot.listeners.actions.cancel import cancel_clicked
@@ -20,6 +21,7 @@ from bot.listeners.actions.pick_customer import customer_picked
 from bot.listeners.actions.reject import reject_clicked
 from bot.listeners.actions.request_changes import request_changes_clicked
 from bot.listeners.actions.resubmit import resubmit_clicked
+from bot.listeners.actions.sweep_open_case import sweep_open_case_clicked
 
 
 def register(app: AsyncApp) -> None:
@@ -30,3 +32,4 @@ def register(app: AsyncApp) -> None:
     app.action(RESUBMIT_ACTION_ID)(resubmit_clicked)
     app.action(PICK_CUSTOMER_ACTION_ID)(customer_picked)
     app.action(OPEN_LINKED_CASE_ACTION_ID)(open_linked_clicked)
+    app.action(SWEEP_OPEN_CASE_ACTION_ID)(sweep_open_case_clicked)

@@ -1,0 +1,152 @@
+"""The findings digest in Slack: the new overcharges the findings sweep found, posted once to
+BILLSLEUTH_SWEEP_CHANNEL (by `billsleuth sweep --post` or the bot's daily run), and a case opened from a
+finding's `Open case` button exactly as a mention would open it, in the digest's thread.
+
+Not the expiry chore (bot.flows.chores.sweep): that one expires overdue notes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from agent import findings_sweep
+from agent.customers import FoundBy
+from agent.findings_sweep import SweepFinding, SweepResult, run_findings_sweep
+from approvals import activity
+from bot import store
+from bot.cards.digest import digest_message, finding_had_case, finding_notice, read_finding_value
+from bot.flows.investigate import investigate, tell_not_allowed_to_open
+from bot.flows.notify import tell
+from bot.presenters.digest import digest_view, posted_digest_view
+from bot.runtime import BotRuntime
+from bot.store import CaseRequest
+from engine.money import fmt
+
+log = logging.getLogger(__name__)
+
+DAILY_LOCK = "billsleuth:daily-findings-sweep"  # one bot process runs the day's sweep
+DEFAULT_DAILY_CHECK_SECONDS = 60.0  # how often the bot looks whether the day's run is due
+RETRY_AFTER_FAILURE_SECONDS = 600.0  # a day's run that failed (the bot not in the channel) is tried again
+
+
+@dataclass(frozen=True)
+class PostedDigest:
+    channel: str
+    ts: str
+    findings: int
+
+
+async def post_findings_digest(
+    client: AsyncWebClient,
+    engine: AsyncEngine,
+    channel: str,
+    result: SweepResult,
+    *,
+    actor_type: str,
+    actor_id: str,
+) -> PostedDigest | None:
+    """One digest of the current findings no digest listed before; None when there is nothing new.
+
+    The findings are claimed (locked) before posting and marked posted in the same transaction after
+    Slack took the message: two digests never list one finding, and a post that fails marks nothing."""
+    async with engine.begin() as conn:
+        claimed = await findings_sweep.claim_unposted(conn, result.keys)
+        if not claimed:
+            return None
+        message = digest_message(await digest_view(conn, claimed, result.as_of))
+        response = await client.chat_postMessage(channel=channel, **message.as_kwargs())
+        ts = str(response["ts"])
+        await findings_sweep.mark_posted(
+            conn, claimed, channel, ts, actor_type=actor_type, actor_id=actor_id, as_of=result.as_of
+        )
+    log.info("posted a findings digest of %d finding(s) to %s", len(claimed), channel)
+    return PostedDigest(channel, ts, len(claimed))
+
+
+def _sweep_in_a_thread(url: str) -> SweepResult:
+    return asyncio.run(run_findings_sweep(url))
+
+
+async def daily_findings_digest(runtime: BotRuntime, now: datetime | None = None) -> PostedDigest | None:
+    """Once a UTC day, at or after BILLSLEUTH_SWEEP_HOUR: sweep every customer and post the digest of what
+    is new. One bot process does it (the others skip); the day's run is on record, so a restart the same
+    day does not run it again."""
+    channel = runtime.slack.sweep_channel
+    now = now or datetime.now(UTC)
+    if not channel or now.hour < runtime.slack.sweep_hour:
+        return None
+    day = now.astimezone(UTC).date()
+    async with runtime.locks.leading(DAILY_LOCK) as leader:
+        if not leader:
+            return None
+        async with runtime.engine.connect() as conn:
+            if await findings_sweep.ran_today(conn, day):
+                return None
+        # The audit is CPU-bound: its own loop in a thread keeps this loop answering Slack meanwhile.
+        url = runtime.engine.url.render_as_string(hide_password=False)
+        result = await asyncio.to_thread(_sweep_in_a_thread, url)
+        posted = await post_findings_digest(
+            runtime.client, runtime.engine, channel, result, actor_type=activity.SYSTEM, actor_id="bot"
+        )
+        async with runtime.engine.begin() as conn:
+            await findings_sweep.record_daily_run(conn, day, posted.findings if posted else 0)
+    return posted
+
+
+def sweep_question(finding: SweepFinding) -> str:
+    """The complaint a finding's case investigates: the intake reads the invoice id from it."""
+    return f"Sweep finding: {finding.invoice_id} overcharged {fmt(finding.overcharge)} ({finding.root_cause})"
+
+
+async def open_case_from_finding(
+    runtime: BotRuntime, user_id: str, value: str, channel: str, digest_ts: str, thread_ts: str
+) -> None:
+    """A finding's `Open case`: the clicker opens a case for its customer, in the digest's thread, as a
+    mention would (same access rule, progress, card and approvals) — once per finding."""
+    if not runtime.may_open_cases(user_id):
+        await tell_not_allowed_to_open(runtime, user_id, channel, thread_ts)
+        return
+    clicked = read_finding_value(value)
+    if clicked is None:
+        await tell(runtime, user_id, finding_notice("This button is out of date."), channel=channel)
+        return
+    request: CaseRequest | None = None
+    async with runtime.engine.begin() as conn:  # the finding stays locked until its case is linked
+        finding = await findings_sweep.finding_for_case(conn, clicked.invoice_id, clicked.overcharge)
+        if finding is not None and finding.case_id is None:
+            request = CaseRequest(
+                finding.customer_id, sweep_question(finding), user_id, channel, thread_ts, FoundBy.ID
+            )
+            case_id = await store.new_case_in(conn, runtime.service, request)
+            await findings_sweep.link_case(conn, finding, case_id)
+    if finding is None:
+        gone = finding_notice(f"There is no finding {clicked.invoice_id} {clicked.overcharge} any more.")
+        await tell(runtime, user_id, gone, channel=channel, thread_ts=thread_ts)
+    elif request is None:
+        assert finding.case_id is not None
+        had = finding_had_case(finding.invoice_id, finding.case_id)
+        await tell(runtime, user_id, had, channel=channel, thread_ts=thread_ts)
+    else:
+        await redraw_digest(runtime, channel, digest_ts, clicked.as_of)
+        await investigate(runtime, request, case_id=case_id)
+
+
+async def redraw_digest(runtime: BotRuntime, channel: str, ts: str, as_of: date) -> None:
+    """The digest again, the finding whose case was just opened showing its case instead of a button."""
+    # Read and drawn under the digest's lock: two cases opened at once from one digest both show, the
+    # second redraw reading after the first was drawn.
+    async with runtime.locks.locked(f"billsleuth:findings-digest:{channel}:{ts}"):
+        view = await posted_digest_view(runtime.engine, channel, ts, as_of)
+        if view is None:
+            return
+        try:
+            await runtime.client.chat_update(channel=channel, ts=ts, **digest_message(view).as_kwargs())
+        except SlackApiError as error:  # the case matters more than the digest's look: go on without it
+            log.warning("could not redraw the findings digest %s: %s", ts, error.response.get("error"))
