@@ -10,8 +10,12 @@ SDK at a real HTTP server instead (base_url = stub.base_url). Each request to PO
 - `Delay(seconds, then)`: wait before answering (past the client's timeout, to trigger it);
 - `HttpError(status, message)`: an OpenAI-style error body with that status.
 
-Every request is recorded (body and headers) so tests can assert on the messages and the tools offered.
-When the script runs out the stub answers HTTP 400, which the client does not retry.
+Every request is recorded (body, headers, and the client's address, so tests can tell connections apart)
+so tests can assert on the messages and the tools offered. When the script runs out the stub answers
+HTTP 400, which the client does not retry.
+
+`unknown_fields` plays an endpoint that does not know some request fields: a request carrying one gets
+that field's error (see `unknown_field_errors` for what real servers answer) without taking a script step.
 """
 
 from __future__ import annotations
@@ -57,9 +61,32 @@ class HttpError:
     message: str = "The server had an error while processing your request."
     type: str = "server_error"
     code: str | None = None
+    param: str | None = None  # the request field at fault, when the server says
 
 
 Step = Union[Reply, Delay, HttpError, Callable[["ChatRequest"], "Step"]]  # noqa: UP007 (forward refs)
+
+
+def unknown_field_errors(field: str) -> dict[str, HttpError]:
+    """How real OpenAI-compatible servers refuse a request field they do not know, by server."""
+    return {
+        # Azure OpenAI before API version 2024-09-01-preview
+        "azure": HttpError(400, f"Unrecognized request argument supplied: {field}", "invalid_request_error"),
+        # vLLM (and other servers validating the body with pydantic, extra="forbid")
+        "vllm": HttpError(
+            400,
+            f"[{{'type': 'extra_forbidden', 'loc': ('body', '{field}'), 'msg': 'Extra inputs are not "
+            "permitted', 'input': 400}]",
+            "BadRequestError",
+        ),
+        # Mistral's API, with HTTP 422
+        "mistral": HttpError(
+            422,
+            f"{{'detail': [{{'type': 'extra_forbidden', 'loc': ['body', '{field}'], 'msg': 'Extra inputs "
+            "are not permitted', 'input': 400}]}",
+            "invalid_request_error",
+        ),
+    }
 
 
 def call(name: str, /, **arguments: Any) -> Reply:
@@ -84,6 +111,7 @@ class ChatRequest:
     path: str
     headers: dict[str, str]
     body: dict[str, Any]
+    peer: tuple[str, int] | None = None  # the client's address and port: one per connection
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -125,6 +153,7 @@ class OpenAIStub:
     script: Iterable[Step]
     api_key: str = "test"
     requests: list[ChatRequest] = field(default_factory=list)
+    unknown_fields: dict[str, HttpError] = field(default_factory=dict)  # field → how it is refused
 
     def __post_init__(self) -> None:
         self._steps: deque[Step] = deque(self.script)
@@ -140,6 +169,11 @@ class OpenAIStub:
     @property
     def remaining(self) -> int:
         return len(self._steps)
+
+    @property
+    def connections(self) -> set[tuple[str, int]]:
+        """The client connections the requests came on."""
+        return {r.peer for r in self.requests if r.peer is not None}
 
     async def start(self) -> OpenAIStub:
         app = web.Application()
@@ -176,8 +210,12 @@ class OpenAIStub:
             return _error(
                 HttpError(400, "We could not parse the JSON body of your request.", "invalid_request_error")
             )
-        chat = ChatRequest(request.path, dict(request.headers), body)
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        chat = ChatRequest(request.path, dict(request.headers), body, tuple(peer[:2]) if peer else None)
         self.requests.append(chat)
+        refused = next((error for name, error in self.unknown_fields.items() if name in body), None)
+        if refused is not None:
+            return _error(refused)
         if not self._steps:
             return _error(
                 HttpError(
@@ -234,5 +272,5 @@ class OpenAIStub:
 
 
 def _error(error: HttpError) -> web.Response:
-    body = {"error": {"message": error.message, "type": error.type, "param": None, "code": error.code}}
+    body = {"error": {"message": error.message, "type": error.type, "param": error.param, "code": error.code}}
     return web.json_response(body, status=error.status)
