@@ -10,6 +10,8 @@ SDK at a real HTTP server instead (base_url = stub.base_url). Each request to PO
 - `Delay(seconds, then)`: wait before answering (past the client's timeout, to trigger it);
 - `HttpError(status, message)`: an OpenAI-style error body with that status.
 
+GET /v1/models lists the one model it plays, `stub-model` (what `billsleuth doctor` checks).
+
 Every request is recorded (body, headers, and the client's address, so tests can tell connections apart)
 so tests can assert on the messages and the tools offered. When the script runs out the stub answers
 HTTP 400, which the client does not retry.
@@ -33,6 +35,7 @@ from typing import Any, Union
 from aiohttp import web
 
 API_PATHS = ("/v1/chat/completions", "/chat/completions")
+MODELS_PATHS = ("/v1/models", "/models")  # what `billsleuth doctor` asks
 
 
 @dataclass(frozen=True)
@@ -179,6 +182,8 @@ class OpenAIStub:
         app = web.Application()
         for path in API_PATHS:
             app.router.add_post(path, self._handle)
+        for path in MODELS_PATHS:
+            app.router.add_get(path, self._models)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)  # port 0: the OS picks a free one
@@ -236,6 +241,15 @@ class OpenAIStub:
         if isinstance(step, HttpError):
             return _error(step)
         return web.json_response(self._completion(step, body))
+
+    async def _models(self, request: web.Request) -> web.Response:
+        """The one model the stub plays (GET /models), for `billsleuth doctor`."""
+        if request.headers.get("Authorization") != f"Bearer {self.api_key}":
+            return _error(
+                HttpError(401, "Incorrect API key provided.", "invalid_request_error", "invalid_api_key")
+            )
+        model = {"id": "stub-model", "object": "model", "created": 0, "owned_by": "stub"}
+        return web.json_response({"object": "list", "data": [model]})
 
     async def _sleep(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
