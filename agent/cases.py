@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from agent.configuration import CaseContext, Configuration
 from agent.lazy_graph import LazyGraph
+from agent.model_clients import model_clients_held
 from agent.state import (
     FINISHED,
     REQUEST_CHANGES,
@@ -828,7 +829,9 @@ async def case_service(
     engine = create_engine(libpq_url)
     try:
         settings, differences = await _policy_for(engine, own, mode, actor)
-        async with AsyncExitStack() as graph_resources:  # the checkpointer's pool, once a graph runs
+        # The checkpointer's pool once a graph runs; the model clients (shared by every case) once a case
+        # asks a model, closed when the service closes.
+        async with AsyncExitStack() as graph_resources, model_clients_held():
             yield CaseService(
                 engine,
                 LazyGraph(libpq_url, graph_resources),

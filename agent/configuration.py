@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -35,6 +36,19 @@ def _whole_number(variable: str, value: object, minimum: int) -> object:
     return number
 
 
+def _seconds(variable: str, value: object) -> object:
+    """A time limit: seconds above zero, decimals allowed (0.2 s in a test)."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ConfigurationError(f"{variable} must be a number of seconds, not {type(value).__name__}")
+    try:
+        seconds = float(value.strip()) if isinstance(value, str) else float(value)
+    except ValueError:
+        raise ConfigurationError(f"{variable} must be a number of seconds like 120, got {value!r}") from None
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ConfigurationError(f"{variable} must be a number of seconds above zero, got {value!r}")
+    return seconds
+
+
 class Configuration(EnvSettings):
     error: ClassVar[type[SettingsError]] = ConfigurationError
 
@@ -49,6 +63,8 @@ class Configuration(EnvSettings):
     max_invalid_calls: int = 3  # malformed or unknown tool calls tolerated before escalation
     request_timeout_s: float = Field(30.0, validation_alias="BILLSLEUTH_MODEL_TIMEOUT")
     max_retries: int = Field(2, validation_alias="BILLSLEUTH_MODEL_RETRIES")
+    # A model-backed case still investigating after this long escalates to a person and frees its slot.
+    case_timeout_s: float = Field(120.0, validation_alias="BILLSLEUTH_CASE_TIMEOUT")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, *, investigator: str | None = None) -> Self:
@@ -80,6 +96,11 @@ class Configuration(EnvSettings):
     @classmethod
     def _at_least_zero(cls, value: object) -> object:
         return _whole_number("BILLSLEUTH_MODEL_RETRIES", value, 0)
+
+    @field_validator("case_timeout_s", mode="before")
+    @classmethod
+    def _positive_seconds(cls, value: object) -> object:
+        return _seconds("BILLSLEUTH_CASE_TIMEOUT", value)
 
     def openai_key(self) -> str | None:
         """The key in clear, for the OpenAI client only: everywhere else it stays masked."""

@@ -4,27 +4,35 @@ The model is offered exactly the seven read-only tools and `submit_findings`; dr
 never a tool. Every call it makes goes through `call_tool` (validated, scoped to the case's customer,
 audited), and what the tools return is harvested as evidence. Whatever goes wrong — malformed calls, no
 conclusion, an overcharge no tool returned, an API failure or timeout — ends in an escalation with a
-one-line reason, never in an exception out of the graph. The verify node then re-checks accepted findings
-against the ledger and the deterministic auditor; nothing here is trusted because a model said it.
+one-line reason, never in an exception out of the graph; so does a case still investigating after
+BILLSLEUTH_CASE_TIMEOUT (keeping the audit rows of the calls made so far). The verify node then re-checks
+accepted findings against the ledger and the deterministic auditor; nothing here is trusted because a
+model said it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
 import openai
 from openai import AsyncOpenAI
+from openai.types.chat import ChatCompletion
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agent import prompts
 from agent.configuration import Configuration
 from agent.grounding import EvidenceBook, ungrounded
 from agent.investigators import InvestigationOutcome
+from agent.model_clients import model_client
 from agent.state import Findings
 from agent.tools import INVOICE_ID, READ_TOOLS, ToolContext, call_tool, openai_tool_specs
 from agent.verify import MONEY_TEXT, ROOT_CAUSE_NAMES
+
+log = logging.getLogger(__name__)
 
 SUBMIT = "submit_findings"
 REMINDER = (
@@ -160,6 +168,42 @@ def _api_failure(error: openai.OpenAIError, configuration: Configuration) -> str
     return f"the model API failed: {type(error).__name__}: {one_line(error, 200)}"
 
 
+# Endpoints (base URLs; None is OpenAI's) that do not know max_completion_tokens and were asked with
+# max_tokens instead: remembered for the life of the process, so each pays for the refusal once.
+_KNOWS_ONLY_MAX_TOKENS: set[str | None] = set()
+# How OpenAI-compatible servers say they do not know a request field: Azure's older API versions
+# ("Unrecognized request argument supplied: max_completion_tokens"), pydantic-validated servers such as
+# older vLLM and Mistral ("extra_forbidden", "Extra inputs are not permitted", Mistral with HTTP 422), and
+# OpenAI's own wording for a field a model refuses ("Unsupported parameter: …").
+UNKNOWN_FIELD_WORDS = (
+    "unrecognized",
+    "unsupported",
+    "not supported",
+    "unknown",
+    "unexpected",
+    "extra_forbidden",
+    "extra inputs",
+    "not permitted",
+)
+
+
+def refuses_max_completion_tokens(error: openai.OpenAIError) -> bool:
+    """Whether the endpoint refused the request because it does not know `max_completion_tokens`.
+
+    Only a 400 (422 from Mistral) that names that field as unknown. "Unsupported parameter: 'max_tokens'
+    … Use 'max_completion_tokens' instead" is about the old name (its `param`, and the text names it);
+    any other 400 is a failure as before."""
+    if not isinstance(error, openai.APIStatusError) or error.status_code not in (400, 422):
+        return False
+    body = error.body
+    param = body.get("param") if isinstance(body, dict) else None
+    if param not in (None, "max_completion_tokens"):
+        return False
+    text = (json.dumps(body, default=str) if body is not None else error.message).lower()
+    about_the_new_name = "max_completion_tokens" in text and "max_tokens" not in text
+    return about_the_new_name and any(word in text for word in UNKNOWN_FIELD_WORDS)
+
+
 class _Session:
     """One conversation with the model for one case."""
 
@@ -183,12 +227,7 @@ class _Session:
     async def run(self) -> InvestigationOutcome:
         for _ in range(self.configuration.max_steps):
             try:
-                completion = await self.client.chat.completions.create(
-                    model=self.configuration.model,
-                    messages=self.messages,  # type: ignore[arg-type]
-                    tools=self.tool_specs,  # type: ignore[arg-type]
-                    max_tokens=self.configuration.max_tokens,
-                )
+                completion = await self._complete()
             except openai.OpenAIError as error:
                 return _escalation(_api_failure(error, self.configuration))
             if not completion.choices:
@@ -211,6 +250,32 @@ class _Session:
             if outcome is not None:
                 return outcome
         return _escalation(f"the model did not submit findings within {self.configuration.max_steps} steps")
+
+    async def _complete(self) -> ChatCompletion:
+        """One model turn. The reply's bound goes as max_completion_tokens (reasoning models refuse
+        max_tokens); an endpoint that does not know that name is asked again, once, with max_tokens, and
+        with max_tokens from then on."""
+        endpoint = self.configuration.base_url
+        if endpoint in _KNOWS_ONLY_MAX_TOKENS:
+            return await self._create(old_name=True)
+        try:
+            return await self._create(old_name=False)
+        except openai.OpenAIError as error:
+            if not refuses_max_completion_tokens(error):
+                raise
+        log.info("%s does not know max_completion_tokens: asking with max_tokens", endpoint or "OpenAI")
+        _KNOWS_ONLY_MAX_TOKENS.add(endpoint)
+        return await self._create(old_name=True)
+
+    async def _create(self, *, old_name: bool) -> ChatCompletion:
+        bound = self.configuration.max_tokens
+        return await self.client.chat.completions.create(
+            model=self.configuration.model,
+            messages=self.messages,  # type: ignore[arg-type]
+            tools=self.tool_specs,  # type: ignore[arg-type]
+            max_completion_tokens=openai.omit if old_name else bound,
+            max_tokens=bound if old_name else openai.omit,
+        )
 
     @staticmethod
     def _echo(message: Any, calls: list[Any]) -> dict[str, Any]:
@@ -287,13 +352,17 @@ async def investigate_with_model(
         {"role": "user", "content": prompts.user_prompt(tools.customer_id, question, month, amount)},
     ]
     try:
-        client = AsyncOpenAI(
-            api_key=configuration.openai_key(),
-            base_url=configuration.base_url,
-            timeout=configuration.request_timeout_s,
-            max_retries=configuration.max_retries,
-        )
+        client = model_client(configuration)  # the process's shared client for this endpoint
     except openai.OpenAIError as error:
         return _escalation(f"the model client could not be set up: {one_line(error, 200)}")
-    async with client:
-        return await _Session(client, tools, evidence, configuration, messages).run()
+    limit = configuration.case_timeout_s
+    deadline = asyncio.timeout(limit)
+    try:
+        # The whole conversation, SDK retries included: past the limit the case goes to a person and its
+        # investigation slot is free again. The calls' audit rows stay (the caller's ToolContext writes them).
+        async with deadline:
+            return await _Session(client, tools, evidence, configuration, messages).run()
+    except TimeoutError:
+        if not deadline.expired():
+            raise  # some other wait timed out: not the case's limit
+        return _escalation(f"the investigation took longer than {limit:g} s; a person takes it from here")

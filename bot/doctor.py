@@ -219,7 +219,8 @@ async def check_model() -> list[Check]:
         await client.close()
     level: Level = "ok" if not models or config.model in models else "warn"
     fix = "" if level == "ok" else f"set BILLSLEUTH_MODEL to one of: {', '.join(models[:5])}"
-    return [Check("model endpoint", level, f"llm investigator, model {config.model}", fix)]
+    limit = f"a case escalates after {config.case_timeout_s:g} s (BILLSLEUTH_CASE_TIMEOUT)"
+    return [Check("model endpoint", level, f"llm investigator, model {config.model}; {limit}", fix)]
 
 
 async def check_approvers() -> list[Check]:

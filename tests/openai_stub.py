@@ -10,8 +10,14 @@ SDK at a real HTTP server instead (base_url = stub.base_url). Each request to PO
 - `Delay(seconds, then)`: wait before answering (past the client's timeout, to trigger it);
 - `HttpError(status, message)`: an OpenAI-style error body with that status.
 
-Every request is recorded (body and headers) so tests can assert on the messages and the tools offered.
-When the script runs out the stub answers HTTP 400, which the client does not retry.
+GET /v1/models lists the one model it plays, `stub-model` (what `billsleuth doctor` checks).
+
+Every request is recorded (body, headers, and the client's address, so tests can tell connections apart)
+so tests can assert on the messages and the tools offered. When the script runs out the stub answers
+HTTP 400, which the client does not retry.
+
+`unknown_fields` plays an endpoint that does not know some request fields: a request carrying one gets
+that field's error (see `unknown_field_errors` for what real servers answer) without taking a script step.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from typing import Any, Union
 from aiohttp import web
 
 API_PATHS = ("/v1/chat/completions", "/chat/completions")
+MODELS_PATHS = ("/v1/models", "/models")  # what `billsleuth doctor` asks
 
 
 @dataclass(frozen=True)
@@ -57,9 +64,32 @@ class HttpError:
     message: str = "The server had an error while processing your request."
     type: str = "server_error"
     code: str | None = None
+    param: str | None = None  # the request field at fault, when the server says
 
 
 Step = Union[Reply, Delay, HttpError, Callable[["ChatRequest"], "Step"]]  # noqa: UP007 (forward refs)
+
+
+def unknown_field_errors(field: str) -> dict[str, HttpError]:
+    """How real OpenAI-compatible servers refuse a request field they do not know, by server."""
+    return {
+        # Azure OpenAI before API version 2024-09-01-preview
+        "azure": HttpError(400, f"Unrecognized request argument supplied: {field}", "invalid_request_error"),
+        # vLLM (and other servers validating the body with pydantic, extra="forbid")
+        "vllm": HttpError(
+            400,
+            f"[{{'type': 'extra_forbidden', 'loc': ('body', '{field}'), 'msg': 'Extra inputs are not "
+            "permitted', 'input': 400}]",
+            "BadRequestError",
+        ),
+        # Mistral's API, with HTTP 422
+        "mistral": HttpError(
+            422,
+            f"{{'detail': [{{'type': 'extra_forbidden', 'loc': ['body', '{field}'], 'msg': 'Extra inputs "
+            "are not permitted', 'input': 400}]}",
+            "invalid_request_error",
+        ),
+    }
 
 
 def call(name: str, /, **arguments: Any) -> Reply:
@@ -84,6 +114,7 @@ class ChatRequest:
     path: str
     headers: dict[str, str]
     body: dict[str, Any]
+    peer: tuple[str, int] | None = None  # the client's address and port: one per connection
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -125,6 +156,7 @@ class OpenAIStub:
     script: Iterable[Step]
     api_key: str = "test"
     requests: list[ChatRequest] = field(default_factory=list)
+    unknown_fields: dict[str, HttpError] = field(default_factory=dict)  # field → how it is refused
 
     def __post_init__(self) -> None:
         self._steps: deque[Step] = deque(self.script)
@@ -141,10 +173,17 @@ class OpenAIStub:
     def remaining(self) -> int:
         return len(self._steps)
 
+    @property
+    def connections(self) -> set[tuple[str, int]]:
+        """The client connections the requests came on."""
+        return {r.peer for r in self.requests if r.peer is not None}
+
     async def start(self) -> OpenAIStub:
         app = web.Application()
         for path in API_PATHS:
             app.router.add_post(path, self._handle)
+        for path in MODELS_PATHS:
+            app.router.add_get(path, self._models)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)  # port 0: the OS picks a free one
@@ -176,8 +215,12 @@ class OpenAIStub:
             return _error(
                 HttpError(400, "We could not parse the JSON body of your request.", "invalid_request_error")
             )
-        chat = ChatRequest(request.path, dict(request.headers), body)
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        chat = ChatRequest(request.path, dict(request.headers), body, tuple(peer[:2]) if peer else None)
         self.requests.append(chat)
+        refused = next((error for name, error in self.unknown_fields.items() if name in body), None)
+        if refused is not None:
+            return _error(refused)
         if not self._steps:
             return _error(
                 HttpError(
@@ -198,6 +241,15 @@ class OpenAIStub:
         if isinstance(step, HttpError):
             return _error(step)
         return web.json_response(self._completion(step, body))
+
+    async def _models(self, request: web.Request) -> web.Response:
+        """The one model the stub plays (GET /models), for `billsleuth doctor`."""
+        if request.headers.get("Authorization") != f"Bearer {self.api_key}":
+            return _error(
+                HttpError(401, "Incorrect API key provided.", "invalid_request_error", "invalid_api_key")
+            )
+        model = {"id": "stub-model", "object": "model", "created": 0, "owned_by": "stub"}
+        return web.json_response({"object": "list", "data": [model]})
 
     async def _sleep(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
@@ -234,5 +286,5 @@ class OpenAIStub:
 
 
 def _error(error: HttpError) -> web.Response:
-    body = {"error": {"message": error.message, "type": error.type, "param": None, "code": error.code}}
+    body = {"error": {"message": error.message, "type": error.type, "param": error.param, "code": error.code}}
     return web.json_response(body, status=error.status)

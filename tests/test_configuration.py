@@ -14,6 +14,7 @@ VARIABLES = (
     "BILLSLEUTH_MAX_STEPS",
     "BILLSLEUTH_MODEL_TIMEOUT",
     "BILLSLEUTH_MODEL_RETRIES",
+    "BILLSLEUTH_CASE_TIMEOUT",
 )
 
 
@@ -41,8 +42,15 @@ def test_bounds_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("BILLSLEUTH_MODEL_TIMEOUT", "5")
     monkeypatch.setenv("BILLSLEUTH_MODEL_RETRIES", "0")
     monkeypatch.setenv("BILLSLEUTH_MAX_STEPS", "4")
+    monkeypatch.setenv("BILLSLEUTH_CASE_TIMEOUT", "90.5")
     config = Configuration.from_env()
     assert (config.request_timeout_s, config.max_retries, config.max_steps) == (5.0, 0, 4)
+    assert config.case_timeout_s == 90.5
+
+
+def test_a_case_may_run_two_minutes_unless_told_otherwise() -> None:
+    assert Configuration.from_env().case_timeout_s == 120.0
+    assert Configuration(case_timeout_s=0.2).case_timeout_s == 0.2  # a test's fraction of a second
 
 
 @pytest.mark.parametrize(
@@ -52,14 +60,24 @@ def test_bounds_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> No
         ("BILLSLEUTH_MAX_STEPS", "0", "BILLSLEUTH_MAX_STEPS must be at least 1"),
         ("BILLSLEUTH_MODEL_RETRIES", "-1", "BILLSLEUTH_MODEL_RETRIES must be at least 0"),
         ("BILLSLEUTH_MODEL_TIMEOUT", "soon", "BILLSLEUTH_MODEL_TIMEOUT must be a whole number"),
+        ("BILLSLEUTH_CASE_TIMEOUT", "2m", "BILLSLEUTH_CASE_TIMEOUT must be a number of seconds like 120"),
+        ("BILLSLEUTH_CASE_TIMEOUT", "0", "BILLSLEUTH_CASE_TIMEOUT must be a number of seconds above zero"),
+        ("BILLSLEUTH_CASE_TIMEOUT", "-5", "BILLSLEUTH_CASE_TIMEOUT must be a number of seconds above zero"),
+        ("BILLSLEUTH_CASE_TIMEOUT", "inf", "BILLSLEUTH_CASE_TIMEOUT must be a number of seconds above zero"),
     ],
 )
 def test_bad_values_name_the_variable(
     monkeypatch: pytest.MonkeyPatch, name: str, value: str, message: str
 ) -> None:
     monkeypatch.setenv(name, value)
-    with pytest.raises(ConfigurationError, match=message):
+    with pytest.raises(ConfigurationError, match=message) as refused:
         Configuration.from_env()
+    assert "\n" not in str(refused.value)
+
+
+def test_a_case_time_limit_set_in_code_must_be_above_zero() -> None:
+    with pytest.raises(ConfigurationError, match="BILLSLEUTH_CASE_TIMEOUT must be a number of seconds above"):
+        Configuration(case_timeout_s=0)
 
 
 def test_llm_without_a_key_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

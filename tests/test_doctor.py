@@ -9,6 +9,7 @@ from pathlib import Path
 
 from bot.slack_testing.recorder import SlackRecorder
 from scenarios.extra_kinds import SCENARIOS_PER_SEED
+from tests.openai_stub import OpenAIStub
 
 BILLSLEUTH = Path(sys.executable).with_name("billsleuth")
 
@@ -66,3 +67,25 @@ def test_doctor_fails_on_a_broken_activity_chain(db_url: str) -> None:
     result = doctor({**env, "DATABASE_URL": db_url})
     assert result.returncode == 1
     assert "✗ activity log: 2 rows, chain broken at row 1" in result.stdout
+
+
+async def test_doctor_shows_the_model_and_the_case_time_limit(db_url: str) -> None:
+    import asyncio
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "OPENAI_", "BILLSLEUTH_"))}
+    async with OpenAIStub([]) as stub:
+        model = {
+            **env,
+            "DATABASE_URL": db_url,
+            "OPENAI_API_KEY": stub.api_key,
+            "OPENAI_BASE_URL": stub.base_url,
+            "BILLSLEUTH_MODEL": "stub-model",
+        }
+        default = await asyncio.to_thread(doctor, model)
+        set_ = await asyncio.to_thread(doctor, {**model, "BILLSLEUTH_CASE_TIMEOUT": "45"})
+        bad = await asyncio.to_thread(doctor, {**model, "BILLSLEUTH_CASE_TIMEOUT": "two minutes"})
+    shown = "✓ model endpoint: llm investigator, model stub-model; a case escalates after {} s"
+    assert shown.format(120) + " (BILLSLEUTH_CASE_TIMEOUT)" in default.stdout
+    assert shown.format(45) in set_.stdout
+    assert bad.returncode == 1
+    assert "✗ investigator: BILLSLEUTH_CASE_TIMEOUT must be a number of seconds like 120" in bad.stdout

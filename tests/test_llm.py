@@ -7,7 +7,9 @@ kind of misbehaving model ends escalated with nothing drafted and a reason sayin
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 import time
 from decimal import Decimal
 from pathlib import Path
@@ -19,6 +21,7 @@ from sqlalchemy import func, select
 from agent.cases import case_service
 from agent.configuration import Configuration
 from agent.llm import REMINDER
+from agent.model_clients import model_client
 from agent.prompts import SYSTEM_PROMPT
 from agent.tools import READ_TOOLS
 from approvals.config import ApprovalSettings
@@ -35,6 +38,7 @@ from tests.openai_stub import (
     call,
     raw_call,
     say,
+    unknown_field_errors,
 )
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios" / "default"
@@ -188,7 +192,9 @@ async def test_correct_model_on_an_overcharge_drafts_one_note_for_exactly_the_ov
     assert stub.remaining == 0 and len(stub.requests) == 3
     assert_requests_safe(stub, sc["question"])
     first = stub.requests[0].body
-    assert first["model"] == "stub-model" and first["max_tokens"] == 400
+    # The reply's bound under the name reasoning models accept (they refuse max_tokens).
+    assert first["model"] == "stub-model" and first["max_completion_tokens"] == 400
+    assert all("max_tokens" not in r.body for r in stub.requests)
     # Both parallel calls were answered, each under its own call id, before the next request.
     answered = stub.requests[1].last_tool_messages()
     assert [m["tool_call_id"] for m in answered] == ["call_1_1", "call_1_2"]
@@ -533,3 +539,146 @@ async def test_the_card_shows_the_models_reasoning_only_when_grounded_and_says_w
         assert words in text and "model's words" in text
     else:
         assert "4242.42" not in text and "auditor's words" in text and "model's words" not in text
+
+
+# ---- the model client as current endpoints expect ---------------------------------------------------------
+
+
+async def open_cases(
+    db_url: str, stub: OpenAIStub, scenarios: list[dict[str, Any]], **overrides: Any
+) -> list[dict[str, Any]]:
+    """Open these cases one after the other in one service (one process's life), against one endpoint."""
+    async with case_service(db_url, llm_configuration(stub, **overrides), SETTINGS) as service:
+        return [
+            await service.open_case(sc["question"], requester=REQUESTER, customer_id=sc["customer_id"])
+            for sc in scenarios
+        ]
+
+
+@pytest.mark.parametrize("server", ["azure", "vllm", "mistral"])
+async def test_an_endpoint_that_does_not_know_max_completion_tokens_is_asked_with_max_tokens(
+    db_url: str, server: str
+) -> None:
+    first, second = scenario(FAULTY), scenario(FAULTY, nth=1)
+    script = [*correct_model(first["truth"]), *correct_model(second["truth"])]
+    refusal = unknown_field_errors("max_completion_tokens")[server]
+    async with OpenAIStub(script, unknown_fields={"max_completion_tokens": refusal}) as stub:
+        cases = await open_cases(db_url, stub, [first, second])
+
+    assert [c["status"] for c in cases] == ["awaiting_approval"] * 2, [c["escalation_reason"] for c in cases]
+    refused, *answered = stub.requests
+    assert refused.body["max_completion_tokens"] == 400 and "max_tokens" not in refused.body
+    # The refused turn is asked again with the old name; every later turn, of this case and the next one,
+    # uses the old name at once: the endpoint refused the new one once in this process, not once a turn.
+    assert answered[0].body == {**{k: v for k, v in refused.body.items() if k != "max_completion_tokens"},
+                                "max_tokens": 400}  # fmt: skip
+    assert len(answered) == 6 and stub.remaining == 0
+    assert all(r.body["max_tokens"] == 400 and "max_completion_tokens" not in r.body for r in answered)
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        # OpenAI refusing the OLD name: max_completion_tokens is named, but max_tokens is at fault
+        HttpError(
+            400,
+            "Unsupported parameter: 'max_tokens' is not supported with this model. "
+            "Use 'max_completion_tokens' instead.",
+            "invalid_request_error",
+            "unsupported_parameter",
+            param="max_tokens",
+        ),
+        # …also through a relay that drops `param`
+        HttpError(
+            400,
+            "Unsupported parameter: 'max_tokens' is not supported with this model. "
+            "Use 'max_completion_tokens' instead.",
+            "invalid_request_error",
+        ),
+        # a known field with a bad value is not an unknown field
+        HttpError(
+            400, "Invalid 'max_completion_tokens': integer below minimum value.", "invalid_request_error"
+        ),
+    ],
+)
+async def test_any_other_400_is_an_api_failure_and_is_not_retried(db_url: str, refusal: HttpError) -> None:
+    sc = scenario(FAULTY)
+    case, stub = await open_case(db_url, [refusal, *correct_model(sc["truth"])], sc)
+    await assert_escalated(db_url, case, "HTTP 400")
+    assert len(stub.requests) == 1 and "max_tokens" not in stub.requests[0].body
+
+
+async def test_one_model_client_serves_every_case_of_a_process(db_url: str) -> None:
+    first, second = scenario(FAULTY), scenario(BENIGN)
+    script = [*correct_model(first["truth"]), *correct_model(second["truth"])]
+    async with OpenAIStub(script) as stub:
+        configuration = llm_configuration(stub)
+        async with case_service(db_url, configuration, SETTINGS) as service:
+            shared = model_client(configuration)
+            cases = [
+                await service.open_case(sc["question"], requester=REQUESTER, customer_id=sc["customer_id"])
+                for sc in (first, second)
+            ]
+            assert model_client(configuration) is shared
+        # The service's end (the bot's shutdown, a command's end) closes the client.
+        assert shared.is_closed()
+
+    assert [c["status"] for c in cases] == ["awaiting_approval", "explained"]
+    assert len(stub.requests) == 6
+    # One client, one pool: both cases' six requests came over the same kept-alive connection, where a
+    # client per case opened a connection per case.
+    assert len(stub.connections) == 1
+
+
+def test_each_event_loop_gets_its_own_client() -> None:
+    """The CLI runs each command in its own asyncio.run: a client's connections belong to the loop that
+    opened them, so a new loop gets a new client rather than a pool whose connections are dead."""
+    server_loop = asyncio.new_event_loop()
+    server = threading.Thread(target=server_loop.run_forever, daemon=True)
+    server.start()
+    stub = OpenAIStub([say("one"), say("two")])
+    asyncio.run_coroutine_threadsafe(stub.start(), server_loop).result(10)
+    configuration = llm_configuration(stub)
+
+    async def ask() -> tuple[Any, str | None]:
+        client = model_client(configuration)
+        completion = await client.chat.completions.create(
+            model=configuration.model, messages=[{"role": "user", "content": "hi"}]
+        )
+        return client, completion.choices[0].message.content
+
+    try:
+        first, said_first = asyncio.run(ask())
+        second, said_second = asyncio.run(ask())
+    finally:
+        asyncio.run_coroutine_threadsafe(stub.close(), server_loop).result(10)
+        server_loop.call_soon_threadsafe(server_loop.stop)
+        server.join(10)
+        server_loop.close()
+    assert (said_first, said_second) == ("one", "two")
+    assert second is not first
+    assert len(stub.connections) == 2
+
+
+async def test_a_case_past_the_case_time_limit_escalates_keeps_its_trail_and_frees_the_service(
+    db_url: str,
+) -> None:
+    stalled, next_one = scenario(FAULTY), scenario(FAULTY, nth=1)
+    # The model answers one turn, then stalls (each request well inside the request timeout).
+    script: list[Step] = [call("list_invoices"), Delay(30.0, then=say("too late")), *correct_model(
+        next_one["truth"]
+    )]  # fmt: skip
+    started = time.monotonic()
+    async with OpenAIStub(script) as stub:
+        case, after = await open_cases(db_url, stub, [stalled, next_one], case_timeout_s=0.5)
+    assert time.monotonic() - started < 10.0  # gave up at the case limit, not at the model's answer
+
+    reason = "the investigation took longer than 0.5 s; a person takes it from here"
+    assert (case["status"], case["escalation_reason"], case["credit_note"]) == ("escalated", reason, None)
+    [row] = await rows(db_url, select(schema.cases).where(schema.cases.c.id == case["case_id"]))
+    assert (row.status, row.escalation_reason) == ("escalated", reason)
+    # The tool call made before the stall is on the audit trail.
+    trail = await model_trail(db_url, case["case_id"])
+    assert [(r.tool, r.ok) for r in trail] == [("list_invoices", True)]
+    # The service is free for the next case, which runs to its end on the same endpoint.
+    assert after["status"] == "awaiting_approval", after["escalation_reason"]
