@@ -17,10 +17,14 @@ from typing import Any
 from sqlalchemy import Row, Select, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from agent.intake import CUSTOMER_ID
+from agent.intake import AMOUNT, CUSTOMER_ID
 from engine import schema
 
 EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+# Amounts (intake's pattern) and dates: figures, never part of a name.
+FIGURES = re.compile(
+    rf"{AMOUNT.pattern}|\b\d{{4}}-\d{{2}}(?:-\d{{2}})?\b|\b\d{{1,2}}/\d{{1,2}}/\d{{2,4}}\b", re.ASCII
+)
 FUZZY_THRESHOLD = 0.6  # pg_trgm's default word_similarity_threshold
 TIE = 0.02  # scores this close to the best are as good as it: the message does not tell them apart
 MAX_CANDIDATES = 5
@@ -81,12 +85,18 @@ def by_name(customers: list[Candidate], text: str) -> CustomerMatch:
         # "Helio Freight-004" also contains no shorter name, but "Helio Freight" would: the longest wins.
         longest = max(len(name) for name, _ in exact)
         return CustomerMatch(_first([c for name, c in exact if len(name) == longest]), FoundBy.NAME)
-    words = trigrams(said)
+    words = trigrams(normalized(_without_figures(text)))
     scored = [(similarity(name, words), c) for name, c in named]
     best = max((score for score, _ in scored), default=0.0)
     if best < FUZZY_THRESHOLD:
         return CustomerMatch(())
     return CustomerMatch(_first([c for score, c in scored if score >= best - TIE]), FoundBy.FUZZY_NAME)
+
+
+def _without_figures(text: str) -> str:
+    """The text less its amounts and dates: their digits share trigrams with a name's number ("$117.64"
+    with "…-017") and would tip a fuzzy match towards one of several customers the words fit equally."""
+    return FIGURES.sub(" ", text)
 
 
 def normalized(text: str) -> str:

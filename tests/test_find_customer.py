@@ -43,6 +43,23 @@ def test_a_name_close_enough_is_found_and_said_to_be_fuzzy() -> None:
     assert ids("this is bluefin labs") == (FoundBy.FUZZY_NAME, ["C-0003"])
 
 
+def test_an_amount_or_a_date_in_the_message_does_not_pick_among_numbered_names() -> None:
+    """The digits of "$117.64" or "2026-10-15" share trigrams with a name's number ("…-017", "…-102"):
+    they must not tip a fuzzy match towards one of several customers the words fit equally."""
+    kestrels = [Candidate("C-0102", "Kestrel Analytics-102", "US"), *PEOPLE[:1]]
+    kestrels.append(Candidate("C-0033", "Kestrel Analytics-033", "US"))
+    for text in (
+        "thanks, Kestrel Analytic accounts team — we paid $185.64",
+        "Kestrel Analytic here: the invoice of 2026-10-15 is wrong",
+    ):
+        match = by_name(kestrels, text)
+        assert (match.found_by, [c.id for c in match.candidates]) == (
+            FoundBy.FUZZY_NAME,
+            ["C-0033", "C-0102"],
+        )
+    assert ids("Helio Freight here, we paid 117.64 twice") == (FoundBy.FUZZY_NAME, ["C-0001", "C-0002"])
+
+
 def test_a_name_that_fits_several_gives_the_candidates_and_none_gives_nothing() -> None:
     assert ids("Hi, this is Helio Freight — why were we charged 1,650.06 in July?") == (
         FoundBy.FUZZY_NAME,
