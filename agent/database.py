@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import psycopg
 
-from engine.db import embedded
+from engine.db import embedded, sqlalchemy_url
 
 if TYPE_CHECKING:
     from engine.migrate import Revision
@@ -82,7 +82,9 @@ def _refuse_newer(standing: list[Revision]) -> None:
 
 
 async def at_heads(libpq_url: str) -> bool:
-    """Whether the schema and the checkpoint tables stand exactly at this code's heads (one round trip)."""
+    """Whether the schema and the checkpoint tables stand exactly at this code's heads (one round trip).
+    A URL that is not Postgres's is refused first, in DATABASE_URL's terms (DatabaseUrlError)."""
+    sqlalchemy_url(libpq_url)
     async with await psycopg.AsyncConnection.connect(libpq_url, autocommit=True) as conn:
         tables = await conn.execute(
             "SELECT to_regclass('public.alembic_version') IS NOT NULL"
