@@ -256,3 +256,16 @@ def test_the_actor_is_the_clients_name_kept_printable() -> None:
     assert actor_for(None) == "mcp:unknown"
     assert actor_for("  ") == "mcp:unknown"
     assert actor_for("x" * 100) == "mcp:" + "x" * 64
+
+
+def test_doctor_says_whether_http_can_start_and_never_shows_the_token(db_url: str) -> None:
+    def doctor(**extra: str) -> str:
+        done = subprocess.run(
+            [str(BILLSLEUTH), "doctor"], env=server_env(db_url, **extra), capture_output=True, text=True
+        )
+        return done.stdout
+
+    assert "✓ MCP tools: stdio only (set BILLSLEUTH_MCP_TOKEN to serve them over --http)" in doctor()
+    with_token = doctor(BILLSLEUTH_MCP_TOKEN=TOKEN)
+    assert "✓ MCP tools: stdio, and --http on 127.0.0.1 with BILLSLEUTH_MCP_TOKEN (set)" in with_token
+    assert TOKEN not in with_token
