@@ -16,6 +16,7 @@ import hmac
 import json
 import logging
 import re
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, SecretStr
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TOKEN = "BILLSLEUTH_MCP_TOKEN"
-DEFAULT_PORT = 3100
 HOST = "127.0.0.1"  # loopback only: put a reverse proxy (TLS) in front to reach it from elsewhere
 PATH = "/mcp"
 UNKNOWN_CLIENT = "unknown"
@@ -146,6 +146,28 @@ class StaticToken:
         return AccessToken(token=token, client_id="billsleuth-mcp", scopes=[])
 
 
+def _graceful_server_class() -> type:
+    import signal
+    from contextlib import contextmanager
+
+    import uvicorn
+
+    class GracefulServer(uvicorn.Server):
+        """uvicorn re-raises SIGTERM once it has shut down, killing the process before the embedded
+        Postgres is stopped at exit; this one shuts down the same way and then simply returns."""
+
+        @contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            originals = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for sig, handler in originals.items():
+                    signal.signal(sig, handler)
+
+    return GracefulServer
+
+
 def require_token(settings: McpSettings) -> str:
     token = settings.token.get_secret_value() if settings.token else ""
     if not token:
@@ -153,8 +175,11 @@ def require_token(settings: McpSettings) -> str:
     return token
 
 
-async def serve_http(url: str, port: int, token: str, on_ready: Any = None) -> None:
-    """Serve streamable HTTP at http://127.0.0.1:PORT/mcp; a request without the token gets 401."""
+async def serve_http(url: str, port: int, token: str, on_ready: Callable[[str], None] | None = None) -> None:
+    """Serve streamable HTTP at http://127.0.0.1:PORT/mcp; a request without the token gets 401.
+    `on_ready` is told the URL once the port is listening."""
+    import asyncio
+
     import uvicorn
     from mcp.server.auth.settings import AuthSettings
 
@@ -171,9 +196,12 @@ async def serve_http(url: str, port: int, token: str, on_ready: Any = None) -> N
             auth=AuthSettings(issuer_url=f"http://{HOST}:{port}", resource_server_url=None),
         )
         config = uvicorn.Config(app, host=HOST, port=port, log_level="warning", lifespan="on")
-        server = uvicorn.Server(config)
-        if on_ready is not None:
+        server = _graceful_server_class()(config)
+        serving = asyncio.create_task(server.serve())
+        while not server.started and not serving.done():
+            await asyncio.sleep(0.05)
+        if server.started and on_ready is not None:
             on_ready(f"http://{HOST}:{port}{PATH}")
-        await server.serve()
+        await serving  # a port already taken ends it here (uvicorn logs why and exits 1)
     finally:
         await engine.dispose()

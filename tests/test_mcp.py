@@ -161,10 +161,12 @@ def http_server(seeded_db_url: str) -> Iterator[str]:
     finally:
         server.terminate()
         try:
-            server.wait(timeout=20)
+            stopped = server.wait(timeout=20)
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
+            raise
+    assert stopped == 0, server.communicate()[0]  # SIGTERM: a clean shutdown, not a death by signal
 
 
 INITIALIZE = {

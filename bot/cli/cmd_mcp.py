@@ -11,7 +11,7 @@ import argparse
 
 from bot.cli.common import CommandError
 
-DEFAULT_PORT = 3100  # agent.mcp_server.DEFAULT_PORT, repeated so `--help` imports nothing heavy
+DEFAULT_PORT = 3100
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
