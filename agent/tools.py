@@ -2,6 +2,10 @@
 
 Every call is scoped to the case's customer (another customer's invoice is an error, not data), has its
 arguments validated by pydantic, and is written to audit_log with the case id and the actor.
+
+`READ_TOOLS` is the one registry: the graph's model is offered its specs (`openai_tool_specs`), and
+`billsleuth mcp` serves the same specs to outside assistants (agent/mcp_server.py), where no case names the
+customer, so each call names it as its first argument (`call_tool_for_customer`).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from engine.money import fmt
 log = logging.getLogger(__name__)
 
 INVOICE_ID = r"^INV-[0-9A-Za-z-]{1,40}$"
+CUSTOMER_ID = r"^C-[0-9A-Za-z-]{1,40}$"
 
 ProgressCallback = Callable[[dict[str, Any]], None]
 
@@ -58,7 +63,7 @@ class ToolContext:
     """
 
     engine: AsyncEngine
-    case_id: str
+    case_id: str | None  # None: a call from outside any case (an MCP client)
     customer_id: str
     actor: str  # "agent:offline", "agent:llm", "system:verify", "approver:U123"
     on_progress: ProgressCallback | None = None
@@ -380,12 +385,35 @@ async def recompute_invoice(ctx: ToolContext, args: InvoiceArgs) -> dict[str, An
     return check_json(await recompute(ctx, args.invoice_id))
 
 
+class CustomerArgs(BaseModel):
+    """What a call from outside a case adds in front of the tool's own arguments: whose ledger to read."""
+
+    model_config = ConfigDict(extra="forbid")
+    customer_id: str = Field(
+        pattern=CUSTOMER_ID, description='The customer whose ledger to read, e.g. "C-0007".'
+    )
+
+
 @dataclass(frozen=True)
 class ToolSpec:
+    """One read-only tool: what the model and MCP clients are shown, and what runs."""
+
     name: str
     description: str
     args_model: type[BaseModel]
     run: Callable[[ToolContext, Any], Awaitable[dict[str, Any]]]
+
+    def parameters(self, *, customer_first: bool = False) -> dict[str, Any]:
+        """The arguments' JSON schema, from `args_model`; `customer_first` puts `customer_id` in front
+        (over MCP, where no case names the customer)."""
+        schema = self.args_model.model_json_schema()
+        schema.pop("title", None)
+        if not customer_first:
+            return schema
+        customer = CustomerArgs.model_json_schema()["properties"]["customer_id"]
+        schema["properties"] = {"customer_id": customer, **schema.get("properties", {})}
+        schema["required"] = ["customer_id", *schema.get("required", [])]
+        return schema
 
 
 READ_TOOLS: dict[str, ToolSpec] = {
@@ -431,13 +459,15 @@ def _digest(data: Any) -> str:
 
 
 async def _audit(ctx: ToolContext, result: ToolResult) -> None:
+    # Outside a case no case row names the customer the call was scoped to: its row says so itself.
+    args = result.args if ctx.case_id is not None else {"customer_id": ctx.customer_id, **result.args}
     ctx._unrecorded.append(
         {
             "at": datetime.now(UTC),  # when the call was made, not when its batch was written
             "case_id": ctx.case_id,
             "actor": ctx.actor,
             "tool": result.tool,
-            "args": result.args,
+            "args": args,
             "ok": result.ok,
             "result_digest": _digest(result.data if result.ok else {"error": result.error}),
         }
@@ -469,12 +499,7 @@ async def call_tool(ctx: ToolContext, name: str, raw_args: dict[str, Any] | str 
         spec = READ_TOOLS.get(name)
         if spec is None:
             raise ToolError(f"unknown tool {name!r}; available: {', '.join(READ_TOOLS)}")
-        try:
-            validated = spec.args_model.model_validate(args)
-        except ValidationError as error:
-            first = error.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "arguments"
-            raise ToolError(f"invalid arguments for {name}: {where}: {first['msg']}") from None
+        validated = _validate(spec.args_model, name, args)
         result = ToolResult(name, args, True, await spec.run(ctx, validated))
     except ToolError as error:
         result = ToolResult(name, args, False, error=str(error))
@@ -485,16 +510,40 @@ async def call_tool(ctx: ToolContext, name: str, raw_args: dict[str, Any] | str 
     return result
 
 
+def _validate(model: type[BaseModel], name: str, args: dict[str, Any]) -> BaseModel:
+    try:
+        return model.model_validate(args)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "arguments"
+        raise ToolError(f"invalid arguments for {name}: {where}: {first['msg']}") from None
+
+
+async def call_tool_for_customer(
+    engine: AsyncEngine, actor: str, name: str, raw_args: dict[str, Any] | str | None = None
+) -> ToolResult:
+    """One read-only tool call from outside any case (an MCP client): `customer_id` in the arguments
+    scopes it as a case's customer would; the rest is `call_tool`'s (validation, scoping, audit row)."""
+    args: dict[str, Any] = {}
+    try:
+        args = _parse_args(raw_args)
+        customer_id = _validate(CustomerArgs, name, {"customer_id": args.get("customer_id")}).customer_id
+    except ToolError as error:  # refused before any scope: still on the trail, under what was sent
+        rest = {k: v for k, v in args.items() if k != "customer_id"}
+        refused = ToolContext(engine, None, str(args.get("customer_id", "")), actor)
+        result = ToolResult(name, rest, False, error=str(error))
+        await _audit(refused, result)
+        return result
+    tools = ToolContext(engine, None, customer_id, actor)
+    return await call_tool(tools, name, {k: v for k, v in args.items() if k != "customer_id"})
+
+
 def openai_tool_specs() -> list[dict[str, Any]]:
     """The function-calling schema for the read tools (submit_findings is added by the LLM investigator)."""
-    specs = []
-    for spec in READ_TOOLS.values():
-        parameters = spec.args_model.model_json_schema()
-        parameters.pop("title", None)
-        specs.append(
-            {
-                "type": "function",
-                "function": {"name": spec.name, "description": spec.description, "parameters": parameters},
-            }
-        )
-    return specs
+    return [
+        {
+            "type": "function",
+            "function": {"name": spec.name, "description": spec.description, "parameters": spec.parameters()},
+        }
+        for spec in READ_TOOLS.values()
+    ]

@@ -270,12 +270,27 @@ async def check_findings_digest() -> list[Check]:
     return [Check("findings digest", "ok", f"daily to {settings.sweep_channel} at {when}")]
 
 
+async def check_mcp() -> list[Check]:
+    """Whether `billsleuth mcp --http` can start (stdio needs no token: the client starts the process)."""
+    from agent.mcp_server import McpSettings
+    from engine.settings import SettingsError
+
+    try:
+        token = McpSettings.from_env().token
+    except SettingsError as error:
+        return [Check("MCP tools", "fail", str(error))]
+    if token is None:
+        return [Check("MCP tools", "ok", "stdio only (set BILLSLEUTH_MCP_TOKEN to serve them over --http)")]
+    return [Check("MCP tools", "ok", "stdio, and --http on 127.0.0.1 with BILLSLEUTH_MCP_TOKEN (set)")]
+
+
 CHECKS: tuple[Callable[[], Awaitable[list[Check]]], ...] = (
     check_database,
     check_approvers,
     check_model,
     check_slack,
     check_findings_digest,
+    check_mcp,
     check_logs,
 )
 

@@ -1,4 +1,4 @@
-"""The read commands import only what they use: no LangGraph, LangChain, Alembic, openai or Slack SDK.
+"""The read commands import only what they use: no LangGraph, LangChain, Alembic, openai, Slack or MCP SDK.
 
 Those cost a read command most of its start-up time (benchmarks/cli_latency.py prints the figures); a
 command that opens or decides a case loads the graph when it first runs one (agent.lazy_graph)."""
@@ -13,7 +13,17 @@ from pathlib import Path
 
 import pytest
 
-HEAVY = ("langgraph", "langchain_core", "langsmith", "alembic", "openai", "slack_sdk", "slack_bolt")
+HEAVY = (
+    "langgraph",
+    "langchain_core",
+    "langsmith",
+    "alembic",
+    "openai",
+    "slack_sdk",
+    "slack_bolt",
+    "mcp",
+    "mcp_types",
+)
 PROBE = """
 import json, sys
 from bot.cli import main
@@ -44,7 +54,14 @@ def run_probe(url: str, *args: str) -> tuple[int, list[str], str]:
 
 @pytest.mark.parametrize(
     "args",
-    [["list", "--json"], ["policy", "show"], ["activity", "verify"], ["case", "show", "CASE-0001"]],
+    [
+        ["--help"],
+        ["mcp", "--help"],
+        ["list", "--json"],
+        ["policy", "show"],
+        ["activity", "verify"],
+        ["case", "show", "CASE-0001"],
+    ],
     ids=" ".join,
 )
 def test_a_read_command_loads_no_graph_model_or_slack_library(db_url: str, args: list[str]) -> None:

@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "bot.cli.cmd_doctor",
     "bot.cli.cmd_demo",
     "bot.cli.cmd_bot",
+    "bot.cli.cmd_mcp",
     "bot.cli.cmd_eval",
 )
 
