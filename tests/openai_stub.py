@@ -298,8 +298,10 @@ class OpenAIStub:
                 for i, c in enumerate(reply.tool_calls, start=1)
             ]
         finish = reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
-        usage = reply.usage or self.usage or Usage(
-            len(json.dumps(body.get("messages", []))) // 4, len(json.dumps(message)) // 4
+        usage = (
+            reply.usage
+            or self.usage
+            or Usage(len(json.dumps(body.get("messages", []))) // 4, len(json.dumps(message)) // 4)
         )
         completion = {
             "id": reply.response_id or f"{self._id_prefix}-{number:04d}",

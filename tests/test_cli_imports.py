@@ -44,7 +44,14 @@ def run_probe(url: str, *args: str) -> tuple[int, list[str], str]:
 
 @pytest.mark.parametrize(
     "args",
-    [["list", "--json"], ["policy", "show"], ["activity", "verify"], ["case", "show", "CASE-0001"]],
+    [
+        ["list", "--json"],
+        ["policy", "show"],
+        ["activity", "verify"],
+        ["case", "show", "CASE-0001"],
+        ["costs", "--json"],
+        ["budget", "show"],
+    ],
     ids=" ".join,
 )
 def test_a_read_command_loads_no_graph_model_or_slack_library(db_url: str, args: list[str]) -> None:
