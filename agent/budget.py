@@ -370,17 +370,22 @@ class Incident:
     spent: Decimal
 
 
-async def claim_incidents(conn: AsyncConnection) -> list[Incident]:
-    """Incidents finance has not been told of, locked for this transaction (another bot process skips
-    them); mark them with `mark_notified` in the same transaction once told."""
+async def claim_incident(conn: AsyncConnection) -> Incident | None:
+    """The oldest incident finance has not been told of, locked for this transaction (another bot process
+    skips it); mark it with `mark_notified` in the same transaction once told."""
     b = schema.budget_incidents.c
-    rows = await conn.execute(
-        select(schema.budget_incidents)
-        .where(b.notified_at.is_(None))
-        .order_by(b.id)
-        .with_for_update(skip_locked=True)
-    )
-    return [Incident(r.id, r.month, r.threshold, Decimal(r.limit_usd), Decimal(r.spent)) for r in rows]
+    row = (
+        await conn.execute(
+            select(schema.budget_incidents)
+            .where(b.notified_at.is_(None))
+            .order_by(b.id)
+            .limit(1)
+            .with_for_update(skip_locked=True)
+        )
+    ).first()
+    if row is None:
+        return None
+    return Incident(row.id, row.month, row.threshold, Decimal(row.limit_usd), Decimal(row.spent))
 
 
 async def mark_notified(conn: AsyncConnection, incident_id: int) -> None:
