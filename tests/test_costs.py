@@ -25,6 +25,7 @@ from sqlalchemy import func, select, text
 
 from agent.budget import month_of, standing
 from agent.cases import case_service
+from agent.configuration import Configuration
 from agent.costs import DEFAULT_PRICES, ModelPrice, SpendSettings
 from engine import schema
 from engine.db import create_engine
@@ -308,6 +309,16 @@ async def test_a_case_whose_call_crosses_the_limit_makes_no_further_call(db_url:
     )
     actors = [t.actor for t in trail]
     assert actors[:3] == ["agent:llm"] * 3 and "agent:offline" in actors
+
+    # The card says who investigated in the model's stead, and what the model's calls cost.
+    from bot.cards.text import render_blocks
+    from bot.presenters.approver import credit_note_card_message
+
+    async with case_service(db_url, Configuration(investigator="offline"), SETTINGS) as service:
+        card = await credit_note_card_message(service, case["credit_note"]["id"])
+    shown = render_blocks(card.blocks, width=10_000)
+    assert f"Investigated by the offline auditor: the model budget for {month_of()} ran out" in shown
+    assert "Model: 3,000 in / 300 out tokens, $0.60" in shown
 
 
 async def test_a_failed_model_run_releases_its_reservation(db_url: str) -> None:
