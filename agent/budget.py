@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -46,6 +46,9 @@ WARNED = "budget.warning"  # activity: spend crossed 80% of the month's limit
 PAUSED = "budget.paused"  # activity: spend reached the limit; the model investigator is paused
 RAISED = "budget.raised"  # activity: an approver set this month's limit
 ENTITY = "model_budget"
+# A reservation no call has touched for this long belongs to a process that died mid-run (a run ends within
+# BILLSLEUTH_CASE_TIMEOUT, two minutes by default): it no longer holds the budget back.
+ABANDONED_AFTER = timedelta(hours=1)
 OUTBOX_CHANNEL = "billsleuth_outbox"  # the bot's outbox listens here (bot/store.py): incidents go out at once
 
 
@@ -109,7 +112,9 @@ async def _spent(conn: AsyncConnection, month: str) -> tuple[Decimal, int]:
 
 async def _reserved(conn: AsyncConnection, month: str) -> Decimal:
     r = schema.model_reservations.c
-    query = select(func.coalesce(func.sum(r.amount), 0)).where(r.month == month)
+    query = select(func.coalesce(func.sum(r.amount), 0)).where(
+        r.month == month, r.at > func.now() - ABANDONED_AFTER
+    )
     return Decimal((await conn.execute(query)).scalar_one())
 
 
@@ -211,8 +216,10 @@ class ModelRun:
                 return
             left = max(self.max_calls - self.calls, 0) * self.per_call
             r = schema.model_reservations.c
-            await conn.execute(
-                update(schema.model_reservations).where(r.id == self.reservation_id).values(amount=left)
+            await conn.execute(  # `at`: the run is alive (see ABANDONED_AFTER)
+                update(schema.model_reservations)
+                .where(r.id == self.reservation_id)
+                .values(amount=left, at=func.now())
             )
             if limit is not None and await _converge(conn, self.month, limit, self.settings):
                 self.stopped = spent_note(self.month, during_run=True)
@@ -247,6 +254,8 @@ async def admit(
         if row.paused_at is not None:
             run.refused = spent_note(month)
             return run
+        r = schema.model_reservations.c  # what dead processes left behind holds nothing back
+        await conn.execute(delete(schema.model_reservations).where(r.at < func.now() - ABANDONED_AFTER))
         spent, _ = await _spent(conn, month)
         if spent + await _reserved(conn, month) >= limit:
             run.refused = f"what is left of the model budget for {month} is reserved by model runs under way"

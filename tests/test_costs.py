@@ -428,3 +428,29 @@ async def test_no_budget_means_nothing_is_reserved_or_paused(db_url: str) -> Non
     assert "investigator_note" not in case and case["model_cost"]["cost"] == "0.600000"
     counted = await rows(db_url, select(func.count()).select_from(schema.model_budget_months))
     assert counted[0][0] == 0
+
+
+async def test_a_reservation_a_dead_process_left_behind_does_not_hold_the_budget_forever(db_url: str) -> None:
+    sc = scenario(FAULTY)
+    engine = create_engine(db_url)
+    try:
+        async with engine.begin() as conn:
+            for age in ("2 hours", "1 minute"):  # a crashed run's, and a live run's in another process
+                await conn.execute(
+                    text(
+                        "INSERT INTO model_reservations (month, case_id, amount, at) "
+                        "VALUES (:month, 'CASE-0999', 0.40, now() - CAST(:age AS interval))"
+                    ),
+                    {"month": month_of(), "age": age},
+                )
+    finally:
+        await engine.dispose()
+    assert (await budget_standing(db_url, spend("1.00"))).reserved == Decimal("0.40")
+    async with (
+        OpenAIStub(correct_model(sc["truth"]), usage=ONE_CALL) as stub,
+        case_service(db_url, budgeted(stub), SETTINGS) as service,
+    ):
+        case = await service.open_case(sc["question"], requester="U0SUP", customer_id=sc["customer_id"])
+    assert "investigator_note" not in case and len(stub.requests) == 3  # 0.40 of 1.00 held: room left
+    left = await rows(db_url, select(schema.model_reservations.c.case_id))
+    assert [r.case_id for r in left] == ["CASE-0999"]  # the live one stays; the dead one is gone
