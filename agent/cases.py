@@ -18,6 +18,7 @@ from sqlalchemy import func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from agent.configuration import CaseContext, Configuration
+from agent.costs import case_model_cost
 from agent.lazy_graph import LazyGraph
 from agent.model_clients import model_clients_held
 from agent.state import (
@@ -257,9 +258,11 @@ class CaseService:
             return await case_row_in(conn, case_id)
 
     async def show_case(self, case_id: str) -> dict[str, Any]:
-        row = await self.case_row(case_id)
+        async with self.engine.connect() as conn:
+            row = await case_row_in(conn, case_id)
+            model_cost = await case_model_cost(conn, case_id)
         note = await queries.credit_note_for_case(self.engine, case_id)
-        return case_json(row, note)
+        return case_json(row, note, model_cost)
 
     async def state_of(self, case_id: str) -> Any:
         return await self.graph.aget_state(self._config(case_id))
@@ -715,7 +718,8 @@ class CaseService:
                     conn, "system", "billsleuth", f"case.{status}", "case", case_id, details
                 )
             notes = await queries.credit_notes_for_case_in(conn, case_id)
-        return case_json(row, notes[-1] if notes else None)
+            model_cost = await case_model_cost(conn, case_id)
+        return case_json(row, notes[-1] if notes else None, model_cost)
 
     def _investigation_durability(self) -> Durability:
         """How often an investigation run is checkpointed, up to its pause or end.
@@ -766,10 +770,14 @@ async def case_row_in(conn: AsyncConnection, case_id: str) -> Any:
     return row
 
 
-def case_json(row: Any, note: CreditNoteView | None) -> dict[str, Any]:
-    """DESIGN.md's case shape."""
+def case_json(
+    row: Any, note: CreditNoteView | None, model_cost: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """DESIGN.md's case shape. A model-backed case also carries `model_cost` (`{input_tokens,
+    output_tokens, cost}`, agent/costs.py); a case the offline auditor took over from the model (the
+    month's model budget) carries `investigator_note` saying so."""
     findings = row.findings
-    return {
+    shown = {
         "case_id": row.id,
         "customer_id": row.customer_id,
         "status": row.status,
@@ -790,6 +798,11 @@ def case_json(row: Any, note: CreditNoteView | None) -> dict[str, Any]:
             for other in (findings or {}).get("other_findings", [])
         ],
     }
+    if model_cost is not None:
+        shown["model_cost"] = model_cost
+    if (findings or {}).get("investigator_note"):
+        shown["investigator_note"] = findings["investigator_note"]
+    return shown
 
 
 def _stored_findings(values: dict[str, Any]) -> dict[str, Any] | None:
@@ -797,7 +810,10 @@ def _stored_findings(values: dict[str, Any]) -> dict[str, Any] | None:
     overcharges beside them (the row's findings JSONB holds both; no column of their own)."""
     if not values.get("verified") or not values.get("findings"):
         return None
-    return {**values["findings"], "other_findings": list(values.get("other_findings") or [])}
+    stored = {**values["findings"], "other_findings": list(values.get("other_findings") or [])}
+    if values.get("investigator_note"):  # why the offline auditor investigated (the model budget)
+        stored["investigator_note"] = values["investigator_note"]
+    return stored
 
 
 # How a service comes by its policy (see `case_service`).

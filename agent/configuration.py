@@ -11,6 +11,7 @@ from typing import Any, ClassVar, Literal, Self
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from agent.costs import SpendSettings
 from agent.tools import LedgerCache
 from approvals.config import ApprovalSettings
 from engine.settings import EnvSettings, SettingsError
@@ -65,12 +66,22 @@ class Configuration(EnvSettings):
     max_retries: int = Field(2, validation_alias="BILLSLEUTH_MODEL_RETRIES")
     # A model-backed case still investigating after this long escalates to a person and frees its slot.
     case_timeout_s: float = Field(120.0, validation_alias="BILLSLEUTH_CASE_TIMEOUT")
+    # The price table and the monthly model budget (BILLSLEUTH_MODEL_PRICES, BILLSLEUTH_MODEL_BUDGET).
+    spend: SpendSettings = Field(default_factory=SpendSettings)
+    # The prompt size a model run's budget reservation assumes for each call (a reply is bounded by
+    # max_tokens, a prompt is not); each call's real cost corrects the reservation (agent/budget.py).
+    reserve_input_tokens: int = 16_000
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, *, investigator: str | None = None) -> Self:
         """From the environment; `investigator` (a command-line flag) outranks BILLSLEUTH_INVESTIGATOR."""
         env = os.environ if env is None else env
-        return super().from_env({**env, INVESTIGATOR: investigator} if investigator else env)
+        configuration = super().from_env({**env, INVESTIGATOR: investigator} if investigator else env)
+        try:
+            spend = SpendSettings.from_env(env)
+        except SettingsError as error:
+            raise ConfigurationError(str(error)) from None
+        return configuration.model_copy(update={"spend": spend})
 
     @model_validator(mode="before")
     @classmethod

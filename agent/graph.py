@@ -20,8 +20,9 @@ from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 from sqlalchemy import select
 
-from agent import prompts
+from agent import budget, prompts
 from agent.configuration import CaseContext
+from agent.costs import endpoint_host
 from agent.grounding import EvidenceBook, ungrounded
 from agent.intake import Asked, parse_complaint
 from agent.investigators import (
@@ -104,26 +105,41 @@ def after_intake(state: CaseState) -> Literal["investigate", "__end__"]:
 async def investigate(state: CaseState, runtime: Runtime[CaseContext]) -> dict[str, Any]:
     context = runtime.context
     configuration = context.configuration
-    context.progress({"type": "step", "step": "investigate", "investigator": configuration.investigator})
+    investigator, note = configuration.investigator, None
+    run: budget.ModelRun | None = None
+    if investigator == "llm":  # the month's model budget first: spent, or held by runs under way?
+        run = await _admit_model_run(state, context)
+        if run.refused is not None:
+            investigator, note = "offline", run.refused
+    context.progress({"type": "step", "step": "investigate", "investigator": investigator})
     evidence = EvidenceBook()
     month = state.get("month")
     amount = Decimal(state["amount"]) if state.get("amount") else None
     asked = Asked(month, amount, state.get("invoice_id"), state.get("year"), state.get("months_back"))
-    actor = f"agent:{configuration.investigator}"
-    async with _tools(state, context, actor) as tools:  # the calls' audit rows are written together
-        if configuration.investigator == "llm":
+    auditor: dict[str, Any] = {}
+    outcome = InvestigationOutcome(None)
+    if run is not None and investigator == "llm":
+        async with _tools(state, context, "agent:llm") as tools:  # the calls' audit rows go together
             from agent.llm import investigate_with_model  # the openai SDK only when a model is configured
 
             question = prompts.with_answers(state["question"], list(state.get("rounds", [])))
-            outcome: InvestigationOutcome = await investigate_with_model(
-                tools, evidence, configuration, question, month, state.get("amount")
-            )
-            auditor = await auditor_view(_tools(state, context, "system:auditor"), asked)
-            await read_what_was_asked(_tools(state, context, "system:auditor"), evidence, auditor)
-        else:
+            try:
+                outcome = await investigate_with_model(
+                    tools, evidence, configuration, question, month, state.get("amount"), run
+                )
+            finally:  # whatever the end (failure and the case time limit too), the rest is free again
+                await budget.release(run)
+            if outcome.budget_stop is None:
+                auditor = await auditor_view(_tools(state, context, "system:auditor"), asked)
+                await read_what_was_asked(_tools(state, context, "system:auditor"), evidence, auditor)
+        if outcome.budget_stop is not None:  # no further model call: the auditor takes the case over
+            investigator, note, evidence = "offline", outcome.budget_stop, EvidenceBook()
+    if investigator == "offline":
+        async with _tools(state, context, "agent:offline") as tools:
             outcome, auditor = await investigate_offline(tools, evidence, asked)
     update: dict[str, Any] = {
-        "investigator": configuration.investigator,
+        "investigator": investigator,
+        "investigator_note": f"Investigated by the offline auditor: {note}" if note else None,
         "findings": outcome.findings,
         "auditor": auditor,
         "variant": auditor.get("variant"),
@@ -133,6 +149,20 @@ async def investigate(state: CaseState, runtime: Runtime[CaseContext]) -> dict[s
         return {**update, **_escalate(outcome.escalation_reason or "the investigator reached no conclusion")}
     context.progress({"type": "finding", "findings": outcome.findings})
     return update
+
+
+async def _admit_model_run(state: CaseState, context: CaseContext) -> budget.ModelRun:
+    configuration = context.configuration
+    return await budget.admit(
+        context.engine,
+        configuration.spend,
+        case_id=state["case_id"],
+        model=configuration.model,
+        endpoint=endpoint_host(configuration.base_url),
+        max_tokens=configuration.max_tokens,
+        max_calls=configuration.max_steps,
+        reserve_input_tokens=configuration.reserve_input_tokens,
+    )
 
 
 async def verify(state: CaseState, runtime: Runtime[CaseContext]) -> dict[str, Any]:

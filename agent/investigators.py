@@ -26,6 +26,9 @@ class InvestigationOutcome:
     findings: Findings | None
     escalation_reason: str | None = None
     notes: list[str] = field(default_factory=list)
+    # The model run stopped because the month's model budget ran out (why, in a line): the offline
+    # auditor takes the case over.
+    budget_stop: str | None = None
 
 
 async def auditor_view(ctx: ToolContext, asked: Asked) -> dict[str, Any]:

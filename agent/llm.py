@@ -24,7 +24,9 @@ from openai.types.chat import ChatCompletion
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agent import prompts
+from agent.budget import ModelRun
 from agent.configuration import Configuration
+from agent.costs import Usage
 from agent.grounding import EvidenceBook, ungrounded
 from agent.investigators import InvestigationOutcome
 from agent.model_clients import model_client
@@ -214,8 +216,10 @@ class _Session:
         evidence: EvidenceBook,
         configuration: Configuration,
         messages: list[dict[str, Any]],
+        budget: ModelRun,
     ) -> None:
         self.client = client
+        self.budget = budget
         self.tools = tools
         self.evidence = evidence
         self.configuration = configuration
@@ -226,10 +230,16 @@ class _Session:
 
     async def run(self) -> InvestigationOutcome:
         for _ in range(self.configuration.max_steps):
+            # No call once the month's model budget is spent: by this run's last call, or anyone's.
+            if not await self.budget.may_call():
+                return InvestigationOutcome(None, budget_stop=self.budget.stopped)
             try:
                 completion = await self._complete()
             except openai.OpenAIError as error:
                 return _escalation(_api_failure(error, self.configuration))
+            # Its cost event (once per response id), and the budget converged on it. A refused attempt
+            # (say, max_completion_tokens unknown) raised above and cost nothing: it has no usage.
+            await self.budget.record(completion.model, completion.id, Usage.of(completion.usage))
             if not completion.choices:
                 return _escalation("the model API returned a reply with no choices")
             choice = completion.choices[0]
@@ -344,8 +354,11 @@ async def investigate_with_model(
     question: str,
     month: int | None,
     amount: str | None,
+    budget: ModelRun,
 ) -> InvestigationOutcome:
-    """Let the model investigate this case through the audited read tools; escalate whatever goes wrong."""
+    """Let the model investigate this case through the audited read tools; escalate whatever goes wrong.
+    `budget`: the run admitted against the month's model budget (agent/budget.py); every call is costed
+    through it, and the run stops when the budget runs out (`budget_stop`)."""
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": prompts.SYSTEM_PROMPT},
         # The complaint is untrusted: it only ever travels inside the user prompt's markers.
@@ -361,7 +374,7 @@ async def investigate_with_model(
         # The whole conversation, SDK retries included: past the limit the case goes to a person and its
         # investigation slot is free again. The calls' audit rows stay (the caller's ToolContext writes them).
         async with deadline:
-            return await _Session(client, tools, evidence, configuration, messages).run()
+            return await _Session(client, tools, evidence, configuration, messages, budget).run()
     except TimeoutError:
         if not deadline.expired():
             raise  # some other wait timed out: not the case's limit

@@ -96,6 +96,8 @@ class CaseState(TypedDict, total=False):
     amount: str | None
     invoice_id: str | None  # an invoice id the customer quoted
     investigator: str
+    # Why the offline auditor investigated a case meant for the model (the month's model budget), or None.
+    investigator_note: str | None
     findings: Findings | None
     verified: bool  # the findings passed verify (only verified findings leave the graph's state)
     auditor: dict[str, Any] | None  # the deterministic auditor's own conclusion (the cross-check)

@@ -223,6 +223,75 @@ async def check_model() -> list[Check]:
     return [Check("model endpoint", level, f"llm investigator, model {config.model}; {limit}", fix)]
 
 
+async def check_model_costs() -> list[Check]:
+    """The model's price (without one its calls are recorded with tokens but no cost, and the budget cannot
+    hold them) and this month's model budget."""
+    from agent.budget import standing
+    from agent.configuration import Configuration, ConfigurationError
+    from agent.costs import usd_display
+    from engine.db import create_engine, database_url
+
+    try:
+        config = Configuration.from_env()
+    except ConfigurationError as error:
+        if "BILLSLEUTH_MODEL_" in str(error):
+            return [Check("model costs", "fail", str(error))]
+        return []  # check_model says what is wrong
+    checks: list[Check] = []
+    if config.investigator == "llm":
+        if config.spend.price_for(config.model) is None:
+            checks.append(
+                Check(
+                    "model costs",
+                    "warn",
+                    f"no price for model {config.model}: its calls are recorded with tokens but cost null, "
+                    "and the model budget cannot hold them",
+                    f'add it to BILLSLEUTH_MODEL_PRICES, e.g. {{"{config.model}": '
+                    '{"input": 0.15, "output": 0.60, "cached_input": 0.075}} (USD per 1M tokens)',
+                )
+            )
+        else:
+            price = config.spend.price_for(config.model)
+            assert price is not None
+            checks.append(
+                Check(
+                    "model costs",
+                    "ok",
+                    f"{config.model} at ${price.input:f} in / ${price.output:f} out per 1M tokens",
+                )
+            )
+    if config.spend.monthly_budget is None and config.investigator != "llm":
+        return checks
+    engine = create_engine(database_url())
+    try:
+        shown = await standing(engine, config.spend)
+    except Exception:
+        return checks  # check_database says why the database cannot be read
+    finally:
+        await engine.dispose()
+    if shown.limit is None:
+        checks.append(Check("model budget", "ok", "none (set BILLSLEUTH_MODEL_BUDGET, USD a month)"))
+        return checks
+    detail = (
+        f"{usd_display(shown.limit)} for {shown.month}; spent {usd_display(shown.spent)}, "
+        f"reserved {usd_display(shown.reserved)}"
+    )
+    if shown.unpriced_calls:
+        detail += f"; {shown.unpriced_calls} call(s) without a price are not counted"
+    if shown.paused:
+        checks.append(
+            Check(
+                "model budget",
+                "warn",
+                detail + "; paused: new cases go to the offline auditor",
+                "an approver can raise it: billsleuth budget raise AMOUNT --as U…",
+            )
+        )
+    else:
+        checks.append(Check("model budget", "ok", detail))
+    return checks
+
+
 async def check_approvers() -> list[Check]:
     from approvals.config import ApprovalSettings, SettingsError
 
@@ -288,6 +357,7 @@ CHECKS: tuple[Callable[[], Awaitable[list[Check]]], ...] = (
     check_database,
     check_approvers,
     check_model,
+    check_model_costs,
     check_slack,
     check_findings_digest,
     check_mcp,

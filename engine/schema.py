@@ -321,3 +321,59 @@ dataset_info = Table(
     Column("key", Text, primary_key=True),
     Column("value", Text, nullable=False),
 )
+
+# Model costs and the monthly model budget (migration 0010; agent/costs.py, agent/budget.py).
+USD = Numeric(18, 6, asdecimal=True)
+
+# One row per model response; the response id is the dedupe key. cost NULL: the model has no price.
+cost_events = Table(
+    "cost_events",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Instant("at", nullable=False, server_default=func.now()),
+    Column("case_id", Text, index=True),
+    Column("model", Text, nullable=False),
+    Column("endpoint", Text, nullable=False),
+    Column("input_tokens", Integer, nullable=False),
+    Column("output_tokens", Integer, nullable=False),
+    Column("cached_tokens", Integer, nullable=False, server_default="0"),
+    Column("cost", USD),
+    Column("response_id", Text, nullable=False),
+    UniqueConstraint("response_id", name="cost_events_response_once"),
+    Index("ix_cost_events_at", "at"),
+)
+
+# A month's budget ("YYYY-MM", UTC): a raised limit (NULL: the environment's), and the pause.
+model_budget_months = Table(
+    "model_budget_months",
+    metadata,
+    Column("month", Text, primary_key=True),
+    Column("limit_usd", USD),
+    Instant("paused_at"),
+    Instant("updated_at", nullable=False, server_default=func.now()),
+)
+
+# The worst case still ahead of each model run under way.
+model_reservations = Table(
+    "model_reservations",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column("month", Text, nullable=False, index=True),
+    Column("case_id", Text),
+    Column("amount", USD, nullable=False),
+    Instant("at", nullable=False, server_default=func.now()),
+)
+
+# Each budget threshold crossed, once per month, threshold and limit; notified_at once finance was told.
+budget_incidents = Table(
+    "budget_incidents",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column("month", Text, nullable=False),
+    Column("threshold", Integer, nullable=False),
+    Column("limit_usd", USD, nullable=False),
+    Column("spent", USD, nullable=False),
+    Instant("at", nullable=False, server_default=func.now()),
+    Instant("notified_at"),
+    UniqueConstraint("month", "threshold", "limit_usd", name="budget_incidents_once"),
+)

@@ -16,6 +16,11 @@ Every request is recorded (body, headers, and the client's address, so tests can
 so tests can assert on the messages and the tools offered. When the script runs out the stub answers
 HTTP 400, which the client does not retry.
 
+Every completion reports `usage` (prompt, completion and cached prompt tokens) and an id unique to this
+stub (`chatcmpl-<stub>-0001`, …): by default the tokens are estimated from the text, `usage=Usage(…)` fixes
+them for every reply and `Reply(usage=…)` for one; `Reply(response_id=…)` answers with a given id (a
+provider or proxy replaying a response), `Reply(no_usage=True)` with no usage at all.
+
 `unknown_fields` plays an endpoint that does not know some request fields: a request carrying one gets
 that field's error (see `unknown_field_errors` for what real servers answer) without taking a script step.
 """
@@ -26,6 +31,7 @@ import asyncio
 import contextlib
 import itertools
 import json
+import secrets
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -46,10 +52,32 @@ class ToolCall:
 
 
 @dataclass(frozen=True)
+class Usage:
+    """What a completion says it used: prompt tokens (cached ones among them) and completion tokens."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int | None = None  # reported as usage.prompt_tokens_details.cached_tokens
+
+    def as_json(self) -> dict[str, Any]:
+        usage: dict[str, Any] = {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.prompt_tokens + self.completion_tokens,
+        }
+        if self.cached_tokens is not None:
+            usage["prompt_tokens_details"] = {"cached_tokens": self.cached_tokens, "audio_tokens": 0}
+        return usage
+
+
+@dataclass(frozen=True)
 class Reply:
     content: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
     finish_reason: str | None = None  # default: "tool_calls" with calls, else "stop"
+    usage: Usage | None = None  # default: the stub's, else estimated from the text
+    response_id: str | None = None  # default: the stub's next id
+    no_usage: bool = False  # answer without any usage (some servers do)
 
 
 @dataclass(frozen=True)
@@ -157,10 +185,12 @@ class OpenAIStub:
     api_key: str = "test"
     requests: list[ChatRequest] = field(default_factory=list)
     unknown_fields: dict[str, HttpError] = field(default_factory=dict)  # field → how it is refused
+    usage: Usage | None = None  # every reply's usage, unless the reply says otherwise
 
     def __post_init__(self) -> None:
         self._steps: deque[Step] = deque(self.script)
         self._ids = itertools.count(1)
+        self._id_prefix = f"chatcmpl-{secrets.token_hex(4)}"  # two stubs never answer with one id
         self._closing = asyncio.Event()
         self._runner: web.AppRunner | None = None
         self.port = 0
@@ -268,21 +298,22 @@ class OpenAIStub:
                 for i, c in enumerate(reply.tool_calls, start=1)
             ]
         finish = reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
-        prompt_tokens = len(json.dumps(body.get("messages", []))) // 4
-        completion_tokens = len(json.dumps(message)) // 4
-        return {
-            "id": f"chatcmpl-stub{number:04d}",
+        usage = (
+            reply.usage
+            or self.usage
+            or Usage(len(json.dumps(body.get("messages", []))) // 4, len(json.dumps(message)) // 4)
+        )
+        completion = {
+            "id": reply.response_id or f"{self._id_prefix}-{number:04d}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": body.get("model", "stub-model"),
             "system_fingerprint": "fp_stub",
             "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
-            "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
-            },
         }
+        if not reply.no_usage:
+            completion["usage"] = usage.as_json()
+        return completion
 
 
 def _error(error: HttpError) -> web.Response:

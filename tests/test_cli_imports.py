@@ -61,6 +61,8 @@ def run_probe(url: str, *args: str) -> tuple[int, list[str], str]:
         ["policy", "show"],
         ["activity", "verify"],
         ["case", "show", "CASE-0001"],
+        ["costs", "--json"],
+        ["budget", "show"],
     ],
     ids=" ".join,
 )

@@ -100,6 +100,7 @@ def credit_note_card(view: CreditNoteCardView) -> Message:
         divider(bid("split")),
         *_recompute_blocks(view.recompute, currency, note.id, bid),
         context(bid("trail"), _trail_text(view.tool_trail, note.id)),
+        *([context(bid("model"), clip(view.model_line, 500))] if view.model_line else []),
         divider(bid("split2")),
         section(bid("note"), _note_text(note, currency)),
     ]

@@ -37,6 +37,8 @@ def explanation_message(view: ExplanationView) -> Message:
     ]
     if invoices:
         blocks.append(context(bid("refs"), f"Invoices looked at: {invoices} · no credit note was drafted"))
+    if view.model_line:
+        blocks.append(context(bid("model"), clip(view.model_line, 500)))
     blocks += other_findings_blocks(view.case_id, view.other_findings, view.customer.currency, bid)
     check_blocks(blocks, "message", CARD_BLOCKS_JSON_BUDGET)
     return Message(text=f"Case {escape(view.case_id)}: {clip(verdict, 150)}", blocks=blocks)

@@ -99,6 +99,7 @@ class ExplanationView:
     invoice_ids: Sequence[str] = ()
     revision: int = 0
     other_findings: Sequence[OtherFindingView] = ()
+    model_line: str = ""  # who investigated in the model's stead, and what the model cost ("": nothing)
 
 
 # ---- the evidence card and its credit note ----------------------------------------------------------------
@@ -254,6 +255,7 @@ class CreditNoteCardView:
         None  # how the customer was found in the complaint: email, name, fuzzy name, chosen
     )
     other_findings: Sequence[OtherFindingView] = ()  # the account's other overpaid invoices
+    model_line: str = ""  # who investigated in the model's stead, and what the model cost ("": nothing)
 
     @property
     def sent_back(self) -> RoundView | None:

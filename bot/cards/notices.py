@@ -64,3 +64,24 @@ def _one_section(block: str, text: str) -> Message:
     # The text is ours plus ids; escape it anyway so nothing in a reason can turn into a mention.
     safe = escape(text)
     return Message(text=safe, blocks=[section(block, safe)])
+
+
+def model_budget_message(month: str, threshold: int, limit: str, spent: str) -> Message:
+    """To finance (the finance channel, or each approver by DM): the month's model spend crossed 80% of
+    its budget, or reached it and the model investigator is paused. `limit` and `spent` as shown."""
+    if threshold >= 100:
+        head = (
+            f":octagonal_sign: *The model budget for {month} is spent*: {spent} of {limit}. The model "
+            "investigator is paused; new cases are investigated by the offline auditor."
+        )
+        hint = "An approver can resume it: `billsleuth budget raise AMOUNT --as <your Slack id>`"
+    else:
+        head = (
+            f":warning: *The model budget for {month} is {threshold}% used*: {spent} of {limit}. At 100% "
+            "the model investigator pauses and the offline auditor takes new cases."
+        )
+        hint = "`billsleuth budget show` and `billsleuth costs --by case` say where it went"
+    blocks = [section("model_budget", head), context("model_budget_hint", hint)]
+    check_blocks(blocks, "message", CARD_BLOCKS_JSON_BUDGET)
+    kind = "spent" if threshold >= 100 else f"{threshold}% used"
+    return Message(text=f"Model budget for {month}: {kind} ({spent} of {limit})", blocks=blocks)

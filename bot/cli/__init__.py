@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "bot.cli.cmd_cases",
     "bot.cli.cmd_activity",
     "bot.cli.cmd_policy",
+    "bot.cli.cmd_costs",
     "bot.cli.cmd_doctor",
     "bot.cli.cmd_demo",
     "bot.cli.cmd_bot",

@@ -91,6 +91,14 @@ def render_case(case: dict[str, Any]) -> str:
         )
     if case["escalation_reason"]:
         lines.append(f"  escalated: {case['escalation_reason']}")
+    if case.get("investigator_note"):
+        lines.append(f"  {case['investigator_note']}")
+    if case.get("model_cost"):
+        cost = case["model_cost"]
+        lines.append(
+            f"  model: {cost['input_tokens']:,} in / {cost['output_tokens']:,} out tokens,"
+            f" USD {cost['cost'] if cost['cost'] is not None else 'unknown (no price for the model)'}"
+        )
     if case["reply"]:
         if case["reply"].get("customer_message"):
             lines.append(

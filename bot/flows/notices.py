@@ -13,7 +13,9 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 
+from agent import budget
 from agent.cases import CaseNotFound
+from agent.costs import usd_display
 from approvals import queries
 from approvals.models import CreditNoteView as Note
 from approvals.models import NoteStatus
@@ -24,6 +26,7 @@ from bot.cards.approver_notices import (
     approver_reminder_message,
 )
 from bot.cards.models import ApproverNoticeView, Message
+from bot.cards.notices import model_budget_message
 from bot.presenters.approver_notices import approver_notice_view
 from bot.runtime import BotRuntime
 
@@ -54,6 +57,31 @@ async def remind_approvers(runtime: BotRuntime) -> list[str]:
         except Exception:
             log.exception("could not remind the approvers of %s", credit_note_id)
     return due
+
+
+async def tell_finance_of_budget(runtime: BotRuntime) -> int:
+    """Each model-budget threshold crossed (80%, 100%) — by this process or any other, a CLI command too —
+    told to finance once: the finance channel, else each approver by DM. An incident is locked while it is
+    told (another bot process skips it) and marked in the same transaction; a failed post leaves it for the
+    next round. Returns how many incidents were told."""
+    told = 0
+    while True:
+        async with runtime.engine.begin() as conn:  # one incident a transaction: a failure redoes only it
+            incident = await budget.claim_incident(conn)
+            if incident is None:
+                return told
+            channel = runtime.slack.finance_channel
+            recipients = (channel,) if channel else tuple(sorted(runtime.approval_settings.approvers))
+            message = model_budget_message(
+                incident.month, incident.threshold, usd_display(incident.limit), usd_display(incident.spent)
+            )
+            for recipient in recipients:
+                await runtime.client.chat_postMessage(channel=recipient, **message.as_kwargs())
+            if not recipients:
+                log.warning("nobody to tell that the model budget for %s crossed %s%%", incident.month,
+                            incident.threshold)  # fmt: skip
+            await budget.mark_notified(conn, incident.id)
+            told += 1
 
 
 async def _post_once(runtime: BotRuntime, note: Note, kind: store.NoticeKind) -> None:

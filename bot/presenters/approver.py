@@ -18,6 +18,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agent.cases import CaseService, case_row_in
+from agent.costs import case_model_cost
 from agent.state import MAX_ROUNDS, CaseStatus, held_by_daily_limit
 from agent.tools import ToolContext, ToolError, call_tool, check_json, recompute
 from approvals import queries
@@ -36,6 +37,7 @@ from bot.cards.models import (
     RoundView,
     ToolCallView,
 )
+from bot.presenters.model_cost import model_line
 from bot.presenters.notes import (
     CardUnavailable,
     args_summary,
@@ -78,6 +80,7 @@ class CaseFacts:
     findings: dict[str, Any]
     escalation_reason: str | None
     found_by: str | None = None  # how the customer was found in the complaint (None: given as an id)
+    model_cost: dict[str, Any] | None = None  # the model's tokens and cost for the case (agent/costs.py)
 
 
 @dataclass(frozen=True)
@@ -155,6 +158,7 @@ async def _case_facts(conn: AsyncConnection, case_id: str) -> CaseFacts:
         findings=row.findings or {},
         escalation_reason=row.escalation_reason,
         found_by=row.found_by,
+        model_cost=await case_model_cost(conn, case_id),
     )
 
 
@@ -214,6 +218,7 @@ def card_view(view: ApproverView) -> CreditNoteCardView:
         max_rounds=MAX_ROUNDS,
         found_by=case.found_by if case is not None else None,
         other_findings=view.other_findings,
+        model_line=model_line(findings.get("investigator_note"), case.model_cost if case else None),
     )
 
 

@@ -12,6 +12,7 @@ from approvals.models import NoteStatus
 from bot.cards import explanation_message, progress_message
 from bot.cards.models import ExplanationView, Message, ProgressStep, ProgressView
 from bot.presenters.approver import credit_note_card_message
+from bot.presenters.model_cost import model_line
 from bot.presenters.notes import args_summary, customer_view, without_evidence_refs
 from bot.presenters.other_findings import other_finding_views_of
 
@@ -72,6 +73,7 @@ async def explanation(service: CaseService, case: Mapping[str, Any], revision: i
         other_findings=await other_finding_views_of(
             service.engine, case["case_id"], case.get("other_findings") or []
         ),
+        model_line=model_line(case.get("investigator_note"), case.get("model_cost")),
     )
     return explanation_message(view)
 
