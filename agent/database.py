@@ -14,8 +14,6 @@ from typing import TYPE_CHECKING
 
 import psycopg
 
-from engine.db import embedded
-
 if TYPE_CHECKING:
     from engine.migrate import Revision
 
@@ -70,6 +68,8 @@ async def ensure_ready(libpq_url: str) -> None:
     behind = [revision for revision in standing if revision.behind]
     if not behind:
         return
+    from engine.db import embedded  # SQLAlchemy and pydantic come with it: not on the common path
+
     if not embedded():
         raise SchemaNotReady(behind[0].problem())
     await upgrade_all(libpq_url)

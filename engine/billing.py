@@ -78,13 +78,17 @@ def apply_discount_and_tax(invoice: Invoice, coupon: Coupon | None, months_in: i
             off = min(money(coupon.value), base)
             label = f"Coupon {coupon.id} (-{money(coupon.value)})"
         invoice.lines.append(Line("discount", label, 1, -off, -off))
-    tax_amount = money((invoice.subtotal - invoice.discount) * tax.rate)
+    tax_amount = money((base - invoice.discount) * tax.rate)  # the subtotal is base: a discount is not in it
     for line in invoice.lines:
         line.tax_code = tax.code
-    percent = f"{(tax.rate * 100).normalize():f}"
     invoice.lines.append(
-        Line("tax", f"Tax {tax.code} ({percent}%)", 1, tax_amount, tax_amount, tax_code=tax.code)
+        Line("tax", _tax_label(tax.code, tax.rate), 1, tax_amount, tax_amount, tax_code=tax.code)
     )
+
+
+@cache
+def _tax_label(code: str, rate: Decimal) -> str:
+    return f"Tax {code} ({tax_percent(rate)}%)"
 
 
 def invoice_id(subscription_id: str, period_index: int) -> str:

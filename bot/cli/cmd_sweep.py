@@ -91,8 +91,16 @@ async def _sweep(
 ) -> tuple[SweepResult, PostedDigest | None]:
     from agent.audit_run import default_workers
     from agent.findings_sweep import run_findings_sweep
+    from bot.cli.progress import progress_bar
 
-    result = await run_findings_sweep(url, args.as_of, workers=args.workers or default_workers())
+    bar = progress_bar("sweep")
+    try:
+        result = await run_findings_sweep(
+            url, args.as_of, workers=args.workers or default_workers(), progress=bar
+        )
+    finally:
+        if bar is not None:
+            bar.close()
     if slack is None:
         return result, None
     posted = await _post(url, result, slack)
