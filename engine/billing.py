@@ -141,7 +141,8 @@ def build_invoices(
     until: date,
 ) -> list[Invoice]:
     """Every invoice the rules produce for periods starting on or before `until`, in one pass."""
-    rates = list(rates)
+    # The region's rates only, in the given order: rate_on picks the same one, a period at a time.
+    rates = [rate for rate in rates if rate.region == customer.tax_region]
     dated = sorted(
         ((local_date(ev.effective_at, customer.country), ev) for ev in sub.events),
         key=lambda pair: pair[1].effective_at,

@@ -88,9 +88,9 @@ def _rows(
 ) -> Iterator[tuple[Any, ...]]:
     """One screen statement's rows through a server-side cursor (a few thousand rows at a time)."""
     with conn.cursor(name=f"screen_{name}") as cursor:
-        cursor.itersize = FETCH_ROWS
         cursor.execute(SCREEN_QUERIES[name], bounds)
-        yield from cursor
+        while rows := cursor.fetchmany(FETCH_ROWS):  # a list at a time: iterating the cursor costs a call a row
+            yield from rows
 
 
 def _by_customer(rows: Iterator[tuple[Any, ...]]) -> Iterator[tuple[str, list[tuple[Any, ...]]]]:

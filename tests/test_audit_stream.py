@@ -15,6 +15,7 @@ from pathlib import Path
 import psycopg
 
 from agent.audit_run import audit_all
+from bot.cli.common import dumps
 from bot.cli.progress import ProgressBar, progress_bar, render
 from engine.db import create_engine
 from engine.ledger import load_ledgers
@@ -168,3 +169,30 @@ def test_audit_all_starts_without_the_graph_the_model_client_slack_or_sqlalchemy
     )
     assert done.returncode == 0, done.stderr
     assert done.stderr.strip().splitlines()[-1] == "HEAVY="
+
+
+def test_audit_all_json_is_the_whole_ledger_audited_in_memory(seeded_db_url: str) -> None:
+    """Byte for byte what auditing every whole ledger (engine.ledger, no screen, no stream) prints."""
+    from agent.auditor import audit_customer
+    from engine.ledger import load_price_book
+
+    async def in_memory() -> dict:
+        engine = create_engine(seeded_db_url)
+        try:
+            async with engine.connect() as conn:
+                ledgers, book = await load_ledgers(conn), await load_price_book(conn)
+                as_of = max(inv.issued_at for ledger in ledgers for inv in ledger.invoices)
+        finally:
+            await engine.dispose()
+        findings = [f.as_json() for ledger in ledgers for f in audit_customer(ledger, book, as_of)]
+        return {"as_of": as_of.isoformat(), "findings": findings}
+
+    done = subprocess.run(
+        [BILLSLEUTH, "audit", "--all", "--json"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "DATABASE_URL": seeded_db_url},
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == dumps(asyncio.run(in_memory())) + "\n"
