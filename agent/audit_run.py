@@ -172,9 +172,9 @@ def _worker(url: str, as_of: date, lo: str, hi: str) -> AuditReport:
 
 
 def default_workers() -> int:
-    """One core is left to Postgres, which serves every worker: on 2 cores a second worker measured no
-    faster (the screen's queries and the rules' arithmetic compete for the same cores), only bigger."""
-    return max(1, min(4, (os.cpu_count() or 1) - 1))
+    """A process per core, at most 4. Streamed, a worker keeps Postgres busy only a fraction of the time,
+    so on 2 cores two workers measured a fifth faster than one (100,000 customers: 63 s against 78 s)."""
+    return max(1, min(4, os.cpu_count() or 1))
 
 
 def _ranges(ids: Sequence[str], size: int) -> list[tuple[str, str]]:
@@ -203,7 +203,8 @@ def audit_all_sync(
     if workers <= 1 or total <= chunk_size:
         return _audit_range(url, as_of, None, None, progress, total)
     report = AuditReport(as_of)
-    ranges = _ranges(ids, chunk_size)
+    # Four ranges a worker at least, so that none waits long for the last one; at most chunk_size each.
+    ranges = _ranges(ids, max(1, min(chunk_size, -(-total // (workers * 4)))))
     parts: dict[int, AuditReport] = {}
     done = 0
     with ProcessPoolExecutor(max_workers=workers) as executor:

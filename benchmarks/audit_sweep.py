@@ -1,15 +1,21 @@
-"""How fast `billsleuth audit --all` sweeps a large ledger, and whether it finds exactly what was injected.
+"""How fast `billsleuth audit --all` and `billsleuth sweep` go over a large ledger, against the floor of
+reading it, and whether they find exactly what was injected (issue 15: each figure next to its goal).
 
-Generates N customers (default 10,000) with up to two years of monthly or yearly history: plan and seat
+Generates N customers (default 3,000) with up to two years of monthly or yearly history: plan and seat
 changes, pauses, cancellations and coupons drawn at random, and a few percent of customers with one of
-the twelve faults injected by scenarios.faults (the benchmark's own injectors). Writes them to a fresh
-database (on DATABASE_URL's server, else an embedded server in a temporary directory), then runs the
-real command, `billsleuth audit --all --json`, as a subprocess and prints:
+the twelve faults injected by scenarios.faults (the benchmark's own injectors). Streams them into a fresh
+database (on DATABASE_URL's server, else an embedded server in a temporary directory), then runs, each
+in a fresh process, alternating, --repeat times (medians shown, with the range):
 
-  rows written, customers audited per second, the sweep's wall time, its peak RSS, and findings vs
-  injected faults (every injected one found, no false positives).
+  the floor: `python -c` that imports psycopg and reads exactly the rows the sweep judges every customer
+  on (engine.ledger_stream.SCREEN_QUERIES); `billsleuth audit --all --json` and `billsleuth sweep --json`:
+  wall time (process start included), the ratio to the floor (goal ≤ 3×), peak RSS, findings vs injected
+  faults; then seed 002's per-invoice way once, and how many times faster the sweep is (goal ≥ 12×).
+  With --customers 100000 also the 60 s and 400 MB goals (generating that ledger takes about 8 minutes
+  here, so `make bench` runs 3,000; the per-invoice way would take many minutes: --no-per-invoice).
 
-    python benchmarks/audit_sweep.py [--customers N] [--fault-rate 0.03] [--workers N ...] [--keep]
+    python benchmarks/audit_sweep.py [--customers N] [--repeat 3] [--workers N ...] [--no-per-invoice]
+        [--keep | --reuse URL]
 
 Not a timed test: a script that prints figures.
 """
@@ -40,6 +46,7 @@ from zoneinfo import ZoneInfo
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from agent.audit_run import default_workers  # noqa: E402
 from agent.database import upgrade_all  # noqa: E402
 from engine.billing import add_months, build_invoices  # noqa: E402
 from engine.db import create_engine, with_database  # noqa: E402
@@ -512,7 +519,13 @@ def main() -> int:
     parser.add_argument("--customers", type=int, default=3_000)
     parser.add_argument("--fault-rate", type=float, default=0.03)
     parser.add_argument("--seed", type=int, default=2026)
-    parser.add_argument("--workers", type=int, nargs="+", default=[1], help="sweep once per worker count")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        nargs="+",
+        default=[default_workers()],
+        help="sweep once per worker count (default: the commands' own default here)",
+    )
     parser.add_argument(
         "--commands",
         nargs="+",

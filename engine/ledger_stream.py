@@ -89,7 +89,8 @@ def _rows(
     """One screen statement's rows through a server-side cursor (a few thousand rows at a time)."""
     with conn.cursor(name=f"screen_{name}") as cursor:
         cursor.execute(SCREEN_QUERIES[name], bounds)
-        while rows := cursor.fetchmany(FETCH_ROWS):  # a list at a time: iterating the cursor costs a call a row
+        # A list at a time: iterating the cursor itself costs a Python call a row.
+        while rows := cursor.fetchmany(FETCH_ROWS):
             yield from rows
 
 

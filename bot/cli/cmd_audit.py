@@ -47,7 +47,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="processes for --all (default: one per core but one, at most 4)",
+        help="processes for --all (default: one per core, at most 4)",
     )
     parser.set_defaults(handler=run)
 
