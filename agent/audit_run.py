@@ -188,9 +188,12 @@ def audit_all_sync(
     chunk_size: int = CHUNK_SIZE,
     workers: int = 1,
     progress: Progress | None = None,
+    meanwhile: Callable[[], object] | None = None,
 ) -> AuditReport:
     """Every customer's findings, in customer order. as_of defaults to the latest invoice issue date.
-    `progress`, if given, is called after each batch with (customers done, customers in all)."""
+    `progress`, if given, is called after each batch with (customers done, customers in all);
+    `meanwhile` once the worker processes run (e.g. the caller's next imports): with one worker, not at
+    all. Not before: a process forked while another thread imports could inherit a held import lock."""
     from engine.ledger_stream import customer_ids
 
     with _connect(url) as conn:
@@ -209,6 +212,8 @@ def audit_all_sync(
     done = 0
     with ProcessPoolExecutor(max_workers=workers) as executor:
         futures = {executor.submit(_worker, url, as_of, lo, hi): n for n, (lo, hi) in enumerate(ranges)}
+        if meanwhile is not None:  # every worker is forked by the first submit (the fork start method)
+            meanwhile()
         for future in as_completed(futures):
             parts[futures[future]] = part = future.result()
             done += part.customers
@@ -225,6 +230,7 @@ async def audit_all(
     chunk_size: int = CHUNK_SIZE,
     workers: int = 1,
     progress: Progress | None = None,
+    meanwhile: Callable[[], object] | None = None,
 ) -> AuditReport:
     """audit_all_sync on a thread, so an event loop (the bot's daily sweep) is not held up by it."""
-    return await asyncio.to_thread(audit_all_sync, url, as_of, chunk_size, workers, progress)
+    return await asyncio.to_thread(audit_all_sync, url, as_of, chunk_size, workers, progress, meanwhile)
