@@ -338,9 +338,10 @@ class Sweep:
     peak_rss_mb: float
     peak_tree_rss_mb: float
     output: dict[str, Any]
+    cpu: float = 0.0  # user + system seconds, the workers' included: far steadier than wall time here
 
 
-def _run(command: list[str], url: str) -> tuple[float, float, float, bytes]:
+def _run(command: list[str], url: str) -> tuple[float, float, float, bytes, float]:
     """Run a command in a fresh process and watch its memory: (wall seconds from start to exit, process
     start included; peak RSS MB of the process; of it with its workers; what it printed)."""
     env = {**os.environ, "DATABASE_URL": url}
@@ -358,14 +359,15 @@ def _run(command: list[str], url: str) -> tuple[float, float, float, bytes]:
 
         watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()
-        process.wait()
+        _, status, usage = os.wait4(process.pid, 0)  # with its CPU time, and its workers' it waited for
+        process.returncode = os.waitstatus_to_exitcode(status)
         seconds = time.perf_counter() - started
         done.set()
         watcher.join()
         if process.returncode != 0:
             raise SystemExit(f"{' '.join(command[3:]) or command[0]} exited {process.returncode}")
         out.seek(0)
-        return seconds, peak_main / 1024, peak_tree / 1024, out.read()
+        return seconds, peak_main / 1024, peak_tree / 1024, out.read(), usage.ru_utime + usage.ru_stime
 
 
 def sweep(url: str, workers: int, name: str = "audit") -> Sweep:
@@ -374,8 +376,8 @@ def sweep(url: str, workers: int, name: str = "audit") -> Sweep:
     cli = "import sys; from bot.cli import main; sys.exit(main())"
     args = ["audit", "--all"] if name == "audit" else ["sweep"]
     command = [sys.executable, "-c", cli, *args, "--json", "--workers", str(workers)]
-    seconds, peak_main, peak_tree, out = _run(command, url)
-    return Sweep(workers, seconds, peak_main, peak_tree, json.loads(out))
+    seconds, peak_main, peak_tree, out, cpu = _run(command, url)
+    return Sweep(workers, seconds, peak_main, peak_tree, json.loads(out), cpu)
 
 
 # The floor: a fresh process that imports psycopg, connects, and reads exactly the rows the sweep reads
@@ -392,12 +394,12 @@ print(rows)
 """
 
 
-def floor(url: str) -> tuple[float, int]:
+def floor(url: str) -> tuple[float, int, float]:
     from engine.ledger_stream import SCREEN_QUERIES
 
     command = [sys.executable, "-c", FLOOR, json.dumps(list(SCREEN_QUERIES.values()))]
-    seconds, _, _, out = _run(command, url)
-    return seconds, int(out)
+    seconds, _, _, out, cpu = _run(command, url)
+    return seconds, int(out), cpu
 
 
 # Seed 002's way: each invoice checked on its own (its expected_for_period): the period re-billed from
@@ -433,7 +435,7 @@ print(overpaid)
 
 
 def per_invoice(url: str) -> tuple[float, int]:
-    seconds, _, _, out = _run([sys.executable, "-c", PER_INVOICE], url)
+    seconds, _, _, out, _ = _run([sys.executable, "-c", PER_INVOICE], url)
     return seconds, int(out)
 
 
@@ -467,18 +469,21 @@ def report(dataset: Dataset, url: str, args: argparse.Namespace) -> None:
     load on this shared machine does not fall on one command's runs only."""
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     floors: list[float] = []
+    floor_cpus: list[float] = []
     runs: dict[tuple[str, int], list[Sweep]] = {}
     rows = 0
     for _ in range(args.repeat):
-        seconds, rows = floor(url)
+        seconds, rows, cpu = floor(url)
         floors.append(seconds)
+        floor_cpus.append(cpu)
         for name in args.commands:
             for workers in args.workers:
                 runs.setdefault((name, workers), []).append(sweep(url, workers, name))
     base = statistics.median(floors)
     print(
         f"floor: a fresh `python -c` that imports psycopg and reads the {rows:,} rows the sweep judges "
-        f"every customer on (engine.ledger_stream.SCREEN_QUERIES): {_spread(floors)}"
+        f"every customer on (engine.ledger_stream.SCREEN_QUERIES): {_spread(floors)}; "
+        f"CPU {statistics.median(floor_cpus):.2f} s"
     )
     causes: Counter[str] = Counter()
     for (name, workers), results in runs.items():
@@ -491,7 +496,8 @@ def report(dataset: Dataset, url: str, args: argparse.Namespace) -> None:
             f"peak RSS {max(r.peak_rss_mb for r in results):.0f} MB (main process), "
             f"{max(r.peak_tree_rss_mb for r in results):.0f} MB (with its workers)"
         )
-        print(f"  {wall / base:.1f}× the floor (goal ≤ 3×): {_verdict(wall / base <= 3)}")
+        print(f"  {wall / base:.2f}× the floor (goal ≤ 3×): {_verdict(wall / base <= 3)}")
+        print(f"  CPU (user + system, its workers' included): {_spread([r.cpu for r in results])}")
         if dataset.customers >= 100_000:
             peak = max(r.peak_tree_rss_mb for r in results)
             print(
