@@ -1,48 +1,42 @@
-"""Running the auditor over the ledger in the database: one customer, or every customer in chunks.
+"""Running the auditor over the ledger in the database: one customer, or every customer streamed.
 
-A sweep works a chunk of customers (1,000 by default) at a time, so memory stays flat however large the
-ledger is, and in two passes:
+A sweep reads the ledger as a stream (engine.ledger_stream: a server-side cursor per table, all in
+customer order, on plain psycopg), a batch of customers at a time, so memory stays flat however large
+the ledger is; a thread of its own reads the next batch while the rules judge this one. Two passes:
 1. screen: customers, subscriptions with their events, and invoice headers with each invoice's paid and
    credited sums (added up by Postgres). That is all the rules need to tell whether any invoice was paid
    beyond what is due (agent.auditor.has_overpaid_invoice).
-2. audit: whole ledgers (lines and payments, engine.ledger.load_ledgers) only for the customers the
-   screen flagged, and the full auditor on them.
+2. audit: whole ledgers (lines and payments) only for the customers the screen flagged, and the full
+   auditor on them.
 Invoice lines are most of a ledger's rows and almost always correct, so the second pass reads a few
-percent of them. With several workers each chunk is screened and audited in a process of its own, on a
-connection of its own; only findings travel back.
+percent of them. With several workers each range of customers is screened and audited in a process of
+its own, on a connection of its own; only findings travel back.
+
+Nothing here imports SQLAlchemy at module level: `audit --all` starts without it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-from collections import defaultdict
-from collections.abc import Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
+import queue
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
-
-from sqlalchemy import ARRAY, Text, any_, bindparam, func, pool, select
-from sqlalchemy.ext.asyncio import AsyncConnection
+from datetime import date
+from typing import TYPE_CHECKING, Any
 
 from agent.auditor import Finding, audit_customer, has_overpaid_invoice
-from engine import schema as t
-from engine.db import create_engine
-from engine.ledger import customer_ids, load_ledger, load_ledgers, load_price_book
-from engine.model import (
-    BillingError,
-    CreditNote,
-    Customer,
-    CustomerLedger,
-    Event,
-    Invoice,
-    Payment,
-    PriceBook,
-    Subscription,
-)
+from engine.model import BillingError, CustomerLedger, PriceBook
 
-CHUNK_SIZE = 1_000
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+if TYPE_CHECKING:
+    import psycopg
+    from sqlalchemy.ext.asyncio import AsyncConnection
+
+CHUNK_SIZE = 1_000  # customers a worker process takes at a time
+BATCH_SIZE = 500  # customers the stream hands the rules at a time
+Progress = Callable[[int, int], None]  # (customers done, customers in all)
 
 
 @dataclass
@@ -60,6 +54,10 @@ class AuditReport:
 
 async def latest_issue_date(conn: AsyncConnection) -> date | None:
     """The default date to judge up to: the latest invoice issue date in the ledger."""
+    from sqlalchemy import func, select
+
+    from engine import schema as t
+
     return (await conn.execute(select(func.max(t.invoices.c.issued_at)))).scalar()
 
 
@@ -75,130 +73,164 @@ def _audit(ledgers: Sequence[CustomerLedger], book: PriceBook, as_of: date) -> A
 
 async def audit_one(conn: AsyncConnection, customer_id: str, as_of: date) -> AuditReport:
     """One customer's findings; engine.ledger.UnknownCustomer when there is no such customer."""
+    from engine.ledger import load_ledger, load_price_book
+
     ledger = await load_ledger(conn, customer_id)
     return _audit([ledger], await load_price_book(conn), as_of)
 
 
-# ---------- the screen: headers and sums only ----------
+# ---------- the sweep: screen a batch, audit what it flags ----------
 
 
-async def _header_ledgers(conn: AsyncConnection, ids: Sequence[str]) -> list[CustomerLedger]:
-    """Ledgers without invoice lines; each invoice's succeeded payments and issued credit notes summed."""
-    # One array parameter rather than an IN list of a thousand: the statement stays small and the same.
-    chunk = bindparam("chunk", list(ids), type_=ARRAY(Text))
-    customers = [
-        Customer(r.id, r.name, r.country, r.currency, r.tax_region)
-        for r in await conn.execute(select(t.customers).where(t.customers.c.id == any_(chunk)))
-    ]
-    subs_of = t.subscriptions.c.customer_id == any_(chunk)
-    events: dict[str, list[Event]] = defaultdict(list)
-    event_rows = await conn.execute(
-        select(t.subscription_events)
-        .join(t.subscriptions, t.subscriptions.c.id == t.subscription_events.c.subscription_id)
-        .where(subs_of)
-    )
-    for r in event_rows:
-        events[r.subscription_id].append(Event(r.id, r.type, r.effective_at, dict(r.payload)))
-    subscriptions: dict[str, list[Subscription]] = defaultdict(list)
-    for r in await conn.execute(select(t.subscriptions).where(subs_of)):
-        subscriptions[r.customer_id].append(
-            Subscription(r.id, r.customer_id, r.start_date, r.billing_anchor_day, r.coupon_id, events[r.id])
-        )
+def _connect(url: str) -> psycopg.Connection[Any]:
+    import psycopg
 
-    invoices, payments, notes = defaultdict(list), defaultdict(list), defaultdict(list)
-    inv = t.invoices.c
-    paid = (
-        select(func.sum(t.payments.c.amount))
-        .where(t.payments.c.invoice_id == inv.id, t.payments.c.status == "succeeded")
-        .scalar_subquery()
-    )
-    credited = (
-        select(func.sum(t.credit_notes.c.amount))
-        .where(t.credit_notes.c.invoice_id == inv.id, t.credit_notes.c.status == "issued")
-        .scalar_subquery()
-    )
-    header = select(
-        inv.id, inv.customer_id, inv.subscription_id, inv.period_start, inv.period_end, inv.issued_at,
-        inv.currency, inv.status, paid.label("paid"), credited.label("credited"),
-    ).where(inv.customer_id == any_(chunk))  # fmt: skip
-    for r in await conn.execute(header):
-        invoices[r.customer_id].append(
-            Invoice(
-                r.id, r.customer_id, r.subscription_id, r.period_start, r.period_end, r.issued_at, r.currency
-            )
-        )
-        if r.paid is not None:
-            payments[r.customer_id].append(Payment(f"{r.id}:paid", r.id, r.paid, "succeeded", _EPOCH, ""))
-        if r.credited is not None:
-            notes[r.customer_id].append(CreditNote(f"{r.id}:credited", r.id, r.credited, "", "issued"))
-    return [
-        CustomerLedger(c, subscriptions[c.id], invoices[c.id], payments[c.id], notes[c.id]) for c in customers
-    ]
+    return psycopg.connect(url, prepare_threshold=None)  # pgbouncer-safe, as engine.db's engine
 
 
-async def _audit_chunk(
-    conn: AsyncConnection, ids: Sequence[str], book: PriceBook, as_of: date
+def _audit_batch(
+    conn: psycopg.Connection[Any], ledgers: Sequence[CustomerLedger], book: PriceBook, as_of: date
 ) -> AuditReport:
+    """The screen's ledgers (no lines) → whole ledgers for the flagged few → their findings."""
+    from engine.ledger_stream import full_ledgers
+
     flagged: list[str] = []
     refused: list[tuple[str, str]] = []
-    for ledger in await _header_ledgers(conn, ids):
+    for ledger in ledgers:
         try:
             if has_overpaid_invoice(ledger, book, as_of):
                 flagged.append(ledger.customer.id)
         except BillingError as error:
             refused.append((ledger.customer.id, str(error)))
-    report = _audit(await load_ledgers(conn, flagged), book, as_of) if flagged else AuditReport(as_of)
-    report.customers = len(ids)
+    report = _audit(full_ledgers(conn, flagged), book, as_of) if flagged else AuditReport(as_of)
+    report.customers = len(ledgers)
     report.refused += refused
     return report
 
 
-def _chunks(ids: Sequence[str], size: int) -> Iterator[list[str]]:
-    for start in range(0, len(ids), size):
-        yield list(ids[start : start + size])
+_DONE = object()
 
 
-async def _audit_chunk_alone(url: str, ids: list[str], as_of: date) -> AuditReport:
-    engine = create_engine(url, poolclass=pool.NullPool)
+def _read_ahead(url: str, lo: str | None, hi: str | None) -> Iterator[list[CustomerLedger]]:
+    """engine.ledger_stream.screen_batches on a thread and a connection of its own, at most two batches
+    ahead: Postgres and the network work while the rules run (the driver lets go of the GIL in I/O)."""
+    from engine.ledger_stream import screen_batches
+
+    batches: queue.Queue[Any] = queue.Queue(maxsize=2)
+    stop = threading.Event()
+
+    def put(item: object) -> bool:
+        while not stop.is_set():
+            try:
+                batches.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def read() -> None:
+        try:
+            with _connect(url) as conn:
+                for batch in screen_batches(conn, BATCH_SIZE, lo, hi):
+                    if not put(batch):
+                        return
+            put(_DONE)
+        except BaseException as error:  # handed to the reading side, raised there
+            put(error)
+
+    reader = threading.Thread(target=read, name="ledger-stream", daemon=True)
+    reader.start()
     try:
-        async with engine.connect() as conn:
-            return await _audit_chunk(conn, ids, await load_price_book(conn), as_of)
+        while (item := batches.get()) is not _DONE:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
     finally:
-        await engine.dispose()
+        stop.set()
+        reader.join()
 
 
-def _worker(url: str, ids: list[str], as_of: date) -> AuditReport:
-    return asyncio.run(_audit_chunk_alone(url, ids, as_of))
+def _audit_range(
+    url: str, as_of: date, lo: str | None, hi: str | None, progress: Progress | None = None, total: int = 0
+) -> AuditReport:
+    report = AuditReport(as_of)
+    with _connect(url) as conn:
+        from engine.ledger_stream import price_book
+
+        book = price_book(conn)
+        conn.commit()
+        for batch in _read_ahead(url, lo, hi):
+            report.merge(_audit_batch(conn, batch, book, as_of))
+            conn.commit()  # no transaction held open across the sweep
+            if progress is not None:
+                progress(report.customers, total)
+    return report
+
+
+def _worker(url: str, as_of: date, lo: str, hi: str) -> AuditReport:
+    return _audit_range(url, as_of, lo, hi)
 
 
 def default_workers() -> int:
-    """One core is left to Postgres, which serves every worker: on 2 cores a second worker measured no
-    faster (the screen's queries and the rules' arithmetic compete for the same cores), only bigger."""
-    return max(1, min(4, (os.cpu_count() or 1) - 1))
+    """A process per core, at most 4. Streamed, a worker keeps Postgres busy only a fraction of the time,
+    so on 2 cores two workers measured a fifth faster than one (100,000 customers: 63 s against 78 s)."""
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def _ranges(ids: Sequence[str], size: int) -> list[tuple[str, str]]:
+    """(first id, last id) of each run of `size` customers in id order."""
+    return [(ids[i], ids[min(i + size, len(ids)) - 1]) for i in range(0, len(ids), size)]
+
+
+def audit_all_sync(
+    url: str,
+    as_of: date | None = None,
+    chunk_size: int = CHUNK_SIZE,
+    workers: int = 1,
+    progress: Progress | None = None,
+    meanwhile: Callable[[], object] | None = None,
+) -> AuditReport:
+    """Every customer's findings, in customer order. as_of defaults to the latest invoice issue date.
+    `progress`, if given, is called after each batch with (customers done, customers in all);
+    `meanwhile` once the worker processes run (e.g. the caller's next imports): with one worker, not at
+    all. Not before: a process forked while another thread imports could inherit a held import lock."""
+    from engine.ledger_stream import customer_ids
+
+    with _connect(url) as conn:
+        as_of = as_of or conn.execute("SELECT max(issued_at) FROM invoices").fetchone()[0] or date.today()  # type: ignore[index]
+        if workers <= 1:
+            total = conn.execute("SELECT count(*) FROM customers").fetchone()[0] if progress else 0  # type: ignore[index]
+        else:
+            ids = customer_ids(conn)
+            total = len(ids)
+    if workers <= 1 or total <= chunk_size:
+        return _audit_range(url, as_of, None, None, progress, total)
+    report = AuditReport(as_of)
+    # Four ranges a worker at least, so that none waits long for the last one; at most chunk_size each.
+    ranges = _ranges(ids, max(1, min(chunk_size, -(-total // (workers * 4)))))
+    parts: dict[int, AuditReport] = {}
+    done = 0
+    with ProcessPoolExecutor(max_workers=workers) as executor:
+        futures = {executor.submit(_worker, url, as_of, lo, hi): n for n, (lo, hi) in enumerate(ranges)}
+        if meanwhile is not None:  # every worker is forked by the first submit (the fork start method)
+            meanwhile()
+        for future in as_completed(futures):
+            parts[futures[future]] = part = future.result()
+            done += part.customers
+            if progress is not None:
+                progress(done, total)
+    for n in range(len(ranges)):  # in customer order, whatever order the workers finished in
+        report.merge(parts[n])
+    return report
 
 
 async def audit_all(
-    url: str, as_of: date | None = None, chunk_size: int = CHUNK_SIZE, workers: int = 1
+    url: str,
+    as_of: date | None = None,
+    chunk_size: int = CHUNK_SIZE,
+    workers: int = 1,
+    progress: Progress | None = None,
+    meanwhile: Callable[[], object] | None = None,
 ) -> AuditReport:
-    """Every customer's findings, in customer order. as_of defaults to the latest invoice issue date."""
-    engine = create_engine(url, poolclass=pool.NullPool)
-    try:
-        async with engine.connect() as conn:
-            as_of = as_of or await latest_issue_date(conn) or date.today()
-            ids = await customer_ids(conn)
-            report = AuditReport(as_of)
-            if workers <= 1 or len(ids) <= chunk_size:
-                book = await load_price_book(conn)
-                for chunk in _chunks(ids, chunk_size):
-                    report.merge(await _audit_chunk(conn, chunk, book, as_of))
-                return report
-    finally:
-        await engine.dispose()
-    loop = asyncio.get_running_loop()
-    with ProcessPoolExecutor(max_workers=workers) as executor:
-        parts = [
-            loop.run_in_executor(executor, _worker, url, chunk, as_of) for chunk in _chunks(ids, chunk_size)
-        ]
-        for part in await asyncio.gather(*parts):
-            report.merge(part)
-    return report
+    """audit_all_sync on a thread, so an event loop (the bot's daily sweep) is not held up by it."""
+    return await asyncio.to_thread(audit_all_sync, url, as_of, chunk_size, workers, progress, meanwhile)

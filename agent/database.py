@@ -14,8 +14,6 @@ from typing import TYPE_CHECKING
 
 import psycopg
 
-from engine.db import embedded, sqlalchemy_url
-
 if TYPE_CHECKING:
     from engine.migrate import Revision
 
@@ -70,6 +68,8 @@ async def ensure_ready(libpq_url: str) -> None:
     behind = [revision for revision in standing if revision.behind]
     if not behind:
         return
+    from engine.db import embedded  # SQLAlchemy and pydantic come with it: not on the common path
+
     if not embedded():
         raise SchemaNotReady(behind[0].problem())
     await upgrade_all(libpq_url)
@@ -84,7 +84,10 @@ def _refuse_newer(standing: list[Revision]) -> None:
 async def at_heads(libpq_url: str) -> bool:
     """Whether the schema and the checkpoint tables stand exactly at this code's heads (one round trip).
     A URL that is not Postgres's is refused first, in DATABASE_URL's terms (DatabaseUrlError)."""
-    sqlalchemy_url(libpq_url)
+    if not libpq_url.startswith(("postgresql://", "postgres://")):
+        from engine.db import sqlalchemy_url  # SQLAlchemy only to word the refusal (or accept its forms)
+
+        sqlalchemy_url(libpq_url)
     async with await psycopg.AsyncConnection.connect(libpq_url, autocommit=True) as conn:
         tables = await conn.execute(
             "SELECT to_regclass('public.alembic_version') IS NOT NULL"

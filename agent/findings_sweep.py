@@ -23,7 +23,7 @@ from sqlalchemy import ARRAY, Numeric, Text, and_, bindparam, func, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from agent.audit_run import CHUNK_SIZE, audit_all
+from agent.audit_run import CHUNK_SIZE, AuditReport, Progress, audit_all
 from agent.auditor import Finding
 from approvals import activity
 from approvals.models import NoteStatus
@@ -84,10 +84,17 @@ class SweepResult:
         return {"as_of": self.as_of.isoformat(), "findings": [f.as_json() for f in self.findings]}
 
 
-async def run_findings_sweep(url: str, as_of: date | None = None, *, workers: int = 1) -> SweepResult:
-    """Audit every customer (the same chunked, two-pass run as `audit --all`), record what is new, and
-    return the current findings that nobody is crediting yet."""
-    report = await audit_all(url, as_of, workers=workers)
+async def run_findings_sweep(
+    url: str, as_of: date | None = None, *, workers: int = 1, progress: Progress | None = None
+) -> SweepResult:
+    """Audit every customer (the same streamed, two-pass run as `audit --all`), record what is new, and
+    return the current findings that nobody is crediting yet. `progress` as audit_all's."""
+    return await record_sweep(url, await audit_all(url, as_of, workers=workers, progress=progress))
+
+
+async def record_sweep(url: str, report: AuditReport) -> SweepResult:
+    """An audit's findings recorded, and the current ones nobody is crediting yet (run_findings_sweep's
+    second half: `billsleuth sweep` imports this module while the audit's workers run)."""
     engine = create_engine(url)
     try:
         async with engine.begin() as conn:

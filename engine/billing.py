@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from datetime import date, datetime
 from decimal import Decimal
-from functools import cache
+from functools import cache, lru_cache
 from zoneinfo import ZoneInfo
 
 from engine.model import BillingError, Coupon, Customer, Invoice, Line, Plan, Subscription, TaxRate
@@ -67,6 +67,13 @@ def plan_label(plan: Plan, quantity: int) -> str:
     return f"{plan.name} × {quantity} seats"
 
 
+@lru_cache(maxsize=4096)  # bounded: a long-running bot meets new plans and seat counts for ever
+def _recurring(plan: Plan, quantity: int) -> tuple[Decimal, str]:
+    """A period's recurring charge and its line's text: the same for every period on this plan and count
+    (a sweep bills hundreds of thousands of periods from a handful of plans)."""
+    return money(plan.unit_price * quantity), plan_label(plan, quantity)
+
+
 def apply_discount_and_tax(invoice: Invoice, coupon: Coupon | None, months_in: int, tax: TaxRate) -> None:
     """Append the discount and tax lines to an invoice holding its charge lines; tag every line's tax code."""
     base = invoice.subtotal
@@ -78,13 +85,17 @@ def apply_discount_and_tax(invoice: Invoice, coupon: Coupon | None, months_in: i
             off = min(money(coupon.value), base)
             label = f"Coupon {coupon.id} (-{money(coupon.value)})"
         invoice.lines.append(Line("discount", label, 1, -off, -off))
-    tax_amount = money((invoice.subtotal - invoice.discount) * tax.rate)
+    tax_amount = money((base - invoice.discount) * tax.rate)  # the subtotal is base: a discount is not in it
     for line in invoice.lines:
         line.tax_code = tax.code
-    percent = f"{(tax.rate * 100).normalize():f}"
     invoice.lines.append(
-        Line("tax", f"Tax {tax.code} ({percent}%)", 1, tax_amount, tax_amount, tax_code=tax.code)
+        Line("tax", _tax_label(tax.code, tax.rate), 1, tax_amount, tax_amount, tax_code=tax.code)
     )
+
+
+@lru_cache(maxsize=1024)
+def _tax_label(code: str, rate: Decimal) -> str:
+    return f"Tax {code} ({tax_percent(rate)}%)"
 
 
 def invoice_id(subscription_id: str, period_index: int) -> str:
@@ -137,7 +148,8 @@ def build_invoices(
     until: date,
 ) -> list[Invoice]:
     """Every invoice the rules produce for periods starting on or before `until`, in one pass."""
-    rates = list(rates)
+    # The region's rates only, in the given order: rate_on picks the same one, a period at a time.
+    rates = [rate for rate in rates if rate.region == customer.tax_region]
     dated = sorted(
         ((local_date(ev.effective_at, customer.country), ev) for ev in sub.events),
         key=lambda pair: pair[1].effective_at,
@@ -173,17 +185,9 @@ def build_invoices(
         # during it has nothing to settle (no paid days to credit, no used days to charge).
         charged = not paused
         if charged:
-            recurring = money(plan.unit_price * qty)
+            recurring, label = _recurring(plan, qty)
             invoice.lines.append(
-                Line(
-                    "recurring",
-                    plan_label(plan, qty),
-                    qty,
-                    plan.unit_price,
-                    recurring,
-                    period_start,
-                    period_end,
-                )
+                Line("recurring", label, qty, plan.unit_price, recurring, period_start, period_end)
             )
         if invoice.lines:
             months_in = months_between(sub.start_date, period_start)

@@ -109,7 +109,7 @@ class Invoice:
     lines: list[Line] = field(default_factory=list)
 
     def _sum(self, *kinds: str) -> Decimal:
-        return money(sum((ln.amount for ln in self.lines if ln.kind in kinds), ZERO))
+        return money(sum([ln.amount for ln in self.lines if ln.kind in kinds], ZERO))
 
     @property
     def subtotal(self) -> Decimal:
@@ -125,7 +125,7 @@ class Invoice:
 
     @property
     def total(self) -> Decimal:
-        return money(sum((ln.amount for ln in self.lines), ZERO))
+        return money(sum([ln.amount for ln in self.lines], ZERO))
 
 
 @dataclass(frozen=True)

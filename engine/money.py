@@ -15,6 +15,8 @@ ZERO = Decimal("0.00")
 
 def money(value: Decimal | int | str) -> Decimal:
     """Normalise an amount to two decimal places (HALF_UP). Floats raise TypeError."""
+    if type(value) is Decimal and value.is_finite():  # the rules' hot path: skip the checks below
+        return value.quantize(CENT, rounding=ROUND_HALF_UP)
     if isinstance(value, float):
         raise TypeError(f"money cannot be a float: {value!r}; pass a string or a Decimal")
     if isinstance(value, bool) or not isinstance(value, Decimal | int | str):

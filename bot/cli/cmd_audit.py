@@ -47,7 +47,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="processes for --all (default: one per core but one, at most 4)",
+        help="processes for --all (default: one per core, at most 4)",
     )
     parser.set_defaults(handler=run)
 
@@ -75,12 +75,20 @@ def run(args: argparse.Namespace) -> int:
 
 async def _audit(url: str, args: argparse.Namespace) -> AuditReport:
     from agent.audit_run import audit_all, audit_one, default_workers, latest_issue_date
+
+    if not args.customer_id:
+        from bot.cli.progress import progress_bar
+
+        workers = args.workers or default_workers()
+        bar = progress_bar("audit")
+        try:
+            return await audit_all(url, args.as_of, workers=workers, progress=bar)
+        finally:
+            if bar is not None:
+                bar.close()
     from engine.db import create_engine
     from engine.ledger import UnknownCustomer
 
-    if not args.customer_id:
-        workers = args.workers or default_workers()
-        return await audit_all(url, args.as_of, workers=workers)
     engine = create_engine(url)
     try:
         async with engine.connect() as conn:

@@ -44,7 +44,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="audit processes (default: one per core but one, at most 4)",
+        help="audit processes (default: one per core, at most 4)",
     )
     parser.set_defaults(handler=run)
 
@@ -89,10 +89,27 @@ def run(args: argparse.Namespace) -> int:
 async def _sweep(
     url: str, args: argparse.Namespace, slack: SlackSettings | None
 ) -> tuple[SweepResult, PostedDigest | None]:
-    from agent.audit_run import default_workers
-    from agent.findings_sweep import run_findings_sweep
+    from agent.audit_run import audit_all, default_workers
+    from bot.cli.progress import progress_bar
 
-    result = await run_findings_sweep(url, args.as_of, workers=args.workers or default_workers())
+    def load_the_recorder() -> None:  # SQLAlchemy and approvals: while the workers audit, not after
+        import agent.findings_sweep  # noqa: F401
+
+    bar = progress_bar("sweep")
+    try:
+        report = await audit_all(
+            url,
+            args.as_of,
+            workers=args.workers or default_workers(),
+            progress=bar,
+            meanwhile=load_the_recorder,
+        )
+    finally:
+        if bar is not None:
+            bar.close()
+    from agent.findings_sweep import record_sweep
+
+    result = await record_sweep(url, report)
     if slack is None:
         return result, None
     posted = await _post(url, result, slack)

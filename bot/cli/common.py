@@ -42,11 +42,17 @@ def ready_database() -> str:
     """The database URL once its schema and checkpoint tables are current (every command but `db
     upgrade` and `demo` starts here): upgraded on the embedded server, else checked, refusing in one line."""
     import asyncio
+    import os
 
     from agent.database import SchemaNotReady, ensure_ready
-    from engine.db import database_url
 
-    url = database_url()
+    # DATABASE_URL as engine.db.DatabaseSettings takes it (blank is unset), without importing pydantic
+    # and SQLAlchemy with engine.db: a sweep over the ledger needs neither.
+    url = os.environ.get("DATABASE_URL", "").strip()
+    if not url:
+        from engine.db import database_url
+
+        url = database_url()
     try:
         asyncio.run(ensure_ready(url))
     except SchemaNotReady as error:

@@ -1,0 +1,233 @@
+"""The whole ledger, streamed customer by customer: plain psycopg, no SQLAlchemy, memory flat.
+
+A sweep over every customer (`audit --all`, `sweep`) reads each table once through a server-side cursor,
+all ordered by customer, and zips them into one customer's ledger at a time; only a batch of customers
+is ever in memory. engine.ledger (SQLAlchemy, async) stays the reader for one customer and for the bot;
+this one is for the sweep's hot path, where SQLAlchemy's row objects and its import cost more than the
+rules themselves. The two build the same value objects from the same rows (tests hold them equal).
+
+Screen rows carry no invoice lines: each invoice comes with its succeeded payments and issued credit
+notes summed by Postgres (one Payment and one CreditNote per invoice standing for the sums), which is all
+agent.auditor.has_overpaid_invoice needs. `full_ledgers` reads whole ledgers for the few it flags.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from itertools import groupby
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any
+
+from engine.model import (
+    Coupon,
+    CreditNote,
+    Customer,
+    CustomerLedger,
+    Event,
+    Invoice,
+    Line,
+    Payment,
+    Plan,
+    PriceBook,
+    Subscription,
+    TaxRate,
+)
+
+if TYPE_CHECKING:
+    import psycopg
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+FETCH_ROWS = 5_000  # rows a server-side cursor hands over per round trip
+
+# Every statement takes the same bounds, %(lo)s and %(hi)s (customer ids, inclusive; NULL: no bound), and
+# orders its rows by customer id first. benchmarks/audit_sweep.py reads exactly these rows for its floor.
+_IN_RANGE = "(%(lo)s::text IS NULL OR {col} >= %(lo)s) AND (%(hi)s::text IS NULL OR {col} <= %(hi)s)"
+SCREEN_QUERIES: dict[str, str] = {
+    "customers": "SELECT id, name, country, currency, tax_region FROM customers WHERE "
+    + _IN_RANGE.format(col="id")
+    + " ORDER BY id",
+    "subscriptions": "SELECT customer_id, id, start_date, billing_anchor_day, coupon_id FROM subscriptions "
+    "WHERE " + _IN_RANGE.format(col="customer_id") + " ORDER BY customer_id, id",
+    "events": "SELECT s.customer_id, e.subscription_id, e.id, e.type, e.effective_at, e.payload "
+    "FROM subscription_events e JOIN subscriptions s ON s.id = e.subscription_id WHERE "
+    + _IN_RANGE.format(col="s.customer_id")
+    + " ORDER BY s.customer_id, e.effective_at, e.id",
+    # The sums by index probes, invoice by invoice in index order: rows flow from the first one on, with
+    # no sort or hash of the whole ledger first (the same statement reads 3,000 or 100,000 customers).
+    "invoices": "SELECT i.customer_id, i.id, i.subscription_id, i.period_start, i.period_end, i.issued_at, "
+    "i.currency, i.status, "
+    "(SELECT sum(p.amount) FROM payments p WHERE p.invoice_id = i.id AND p.status = 'succeeded'), "
+    "(SELECT sum(c.amount) FROM credit_notes c WHERE c.invoice_id = i.id AND c.status = 'issued') "
+    "FROM invoices i WHERE "
+    + _IN_RANGE.format(col="i.customer_id")
+    + " ORDER BY i.customer_id, i.period_start",
+}
+
+
+def price_book(conn: psycopg.Connection[Any]) -> PriceBook:
+    """engine.ledger.load_price_book, on a plain connection."""
+    plans = {r[0]: Plan(*r) for r in conn.execute("SELECT id, name, interval, unit_price FROM plans")}
+    coupons = {r[0]: Coupon(*r) for r in conn.execute("SELECT id, kind, value, duration_months FROM coupons")}
+    rates = [
+        TaxRate(*r)
+        for r in conn.execute(
+            "SELECT code, region, rate, valid_from, valid_to FROM tax_rates ORDER BY valid_from, code"
+        )
+    ]
+    return PriceBook(plans, coupons, rates)
+
+
+def customer_ids(conn: psycopg.Connection[Any]) -> list[str]:
+    return [r[0] for r in conn.execute("SELECT id FROM customers ORDER BY id")]
+
+
+def _rows(
+    conn: psycopg.Connection[Any], name: str, bounds: dict[str, str | None]
+) -> Iterator[tuple[Any, ...]]:
+    """One screen statement's rows through a server-side cursor (a few thousand rows at a time)."""
+    with conn.cursor(name=f"screen_{name}") as cursor:
+        cursor.execute(SCREEN_QUERIES[name], bounds)
+        # A list at a time: iterating the cursor itself costs a Python call a row.
+        while rows := cursor.fetchmany(FETCH_ROWS):
+            yield from rows
+
+
+def _by_customer(rows: Iterator[tuple[Any, ...]]) -> Iterator[tuple[str, list[tuple[Any, ...]]]]:
+    for customer_id, group in groupby(rows, key=itemgetter(0)):
+        yield customer_id, list(group)
+
+
+class _Follower:
+    """A table's rows grouped by customer, advanced in step with the customers (both in id order)."""
+
+    def __init__(self, rows: Iterator[tuple[Any, ...]]) -> None:
+        self._groups = _by_customer(rows)
+        self._next = next(self._groups, None)
+
+    def take(self, customer_id: str) -> list[tuple[Any, ...]]:
+        # Rows of a customer id the customers table does not hold (impossible under the foreign keys)
+        # would sort before the next customer; skip them rather than stall.
+        while self._next is not None and self._next[0] < customer_id:
+            self._next = next(self._groups, None)
+        if self._next is None or self._next[0] != customer_id:
+            return []
+        rows = self._next[1]
+        self._next = next(self._groups, None)
+        return rows
+
+
+def _screen_ledger(
+    customer: tuple[Any, ...],
+    subs: list[tuple[Any, ...]],
+    events: list[tuple[Any, ...]],
+    invoices: list[tuple[Any, ...]],
+) -> CustomerLedger:
+    events_of: dict[str, list[Event]] = defaultdict(list)
+    for _, sub_id, event_id, kind, at, payload in events:
+        events_of[sub_id].append(Event(event_id, kind, at, dict(payload)))
+    subscriptions = [
+        Subscription(sub_id, customer_id, start, anchor, coupon, events_of[sub_id])
+        for customer_id, sub_id, start, anchor, coupon in subs
+    ]
+    headers, payments, notes = [], [], []
+    for customer_id, inv_id, sub_id, start, end, issued, currency, status, paid, credited in invoices:
+        headers.append(Invoice(inv_id, customer_id, sub_id, start, end, issued, currency, status))
+        if paid is not None:
+            payments.append(Payment(f"{inv_id}:paid", inv_id, paid, "succeeded", EPOCH, ""))
+        if credited is not None:
+            notes.append(CreditNote(f"{inv_id}:credited", inv_id, credited, "", "issued"))
+    return CustomerLedger(Customer(*customer), subscriptions, headers, payments, notes)
+
+
+def screen_batches(
+    conn: psycopg.Connection[Any], batch: int, lo: str | None = None, hi: str | None = None
+) -> Iterator[list[CustomerLedger]]:
+    """Every customer with id in [lo, hi] (None: unbounded), in id order, `batch` ledgers at a time,
+    without invoice lines. Runs in a transaction of its own on `conn` (the cursors live in it)."""
+    bounds = {"lo": lo, "hi": hi}
+    with conn.transaction():
+        subs = _Follower(_rows(conn, "subscriptions", bounds))
+        events = _Follower(_rows(conn, "events", bounds))
+        invoices = _Follower(_rows(conn, "invoices", bounds))
+        ledgers: list[CustomerLedger] = []
+        for customer in _rows(conn, "customers", bounds):
+            cid = customer[0]
+            ledgers.append(_screen_ledger(customer, subs.take(cid), events.take(cid), invoices.take(cid)))
+            if len(ledgers) == batch:
+                yield ledgers
+                ledgers = []
+        if ledgers:
+            yield ledgers
+
+
+def _line_number(line_id: str) -> int:
+    """Lines are stored as <invoice>-L<n>; keep their billed order (as engine.ledger does)."""
+    _, _, number = line_id.rpartition("-L")
+    return int(number) if number.isdigit() else 0
+
+
+def full_ledgers(conn: psycopg.Connection[Any], ids: Sequence[str]) -> list[CustomerLedger]:
+    """Whole ledgers of these customers (lines, every payment and credit note), as
+    engine.ledger.load_ledgers builds them: customers by id, invoices by period, payments by attempt."""
+    if not ids:
+        return []
+    chunk = {"ids": list(ids)}
+    customers = conn.execute(
+        "SELECT id, name, country, currency, tax_region FROM customers WHERE id = ANY(%(ids)s) ORDER BY id",
+        chunk,
+    ).fetchall()
+    events_of: dict[str, list[Event]] = defaultdict(list)
+    for sub_id, event_id, kind, at, payload in conn.execute(
+        "SELECT e.subscription_id, e.id, e.type, e.effective_at, e.payload FROM subscription_events e "
+        "JOIN subscriptions s ON s.id = e.subscription_id WHERE s.customer_id = ANY(%(ids)s) "
+        "ORDER BY e.effective_at, e.id",
+        chunk,
+    ):
+        events_of[sub_id].append(Event(event_id, kind, at, dict(payload)))
+    subs_of: dict[str, list[Subscription]] = defaultdict(list)
+    for sub_id, customer_id, start, anchor, coupon in conn.execute(
+        "SELECT id, customer_id, start_date, billing_anchor_day, coupon_id FROM subscriptions "
+        "WHERE customer_id = ANY(%(ids)s) ORDER BY customer_id, id",
+        chunk,
+    ):
+        subs_of[customer_id].append(
+            Subscription(sub_id, customer_id, start, anchor, coupon, events_of[sub_id])
+        )
+    lines_of: dict[str, list[tuple[int, Line]]] = defaultdict(list)
+    for row in conn.execute(
+        "SELECT l.invoice_id, l.id, l.kind, l.description, l.quantity, l.unit_amount, l.amount, "
+        "l.period_start, l.period_end, l.tax_code FROM invoice_lines l "
+        "JOIN invoices i ON i.id = l.invoice_id WHERE i.customer_id = ANY(%(ids)s)",
+        chunk,
+    ):
+        lines_of[row[0]].append((_line_number(row[1]), Line(*row[2:])))
+    invoices_of: dict[str, list[Invoice]] = defaultdict(list)
+    for row in conn.execute(
+        "SELECT id, customer_id, subscription_id, period_start, period_end, issued_at, currency, status "
+        "FROM invoices WHERE customer_id = ANY(%(ids)s) ORDER BY period_start, id",
+        chunk,
+    ):
+        invoice = Invoice(*row)
+        invoice.lines = [line for _, line in sorted(lines_of[invoice.id], key=itemgetter(0))]
+        invoices_of[invoice.customer_id].append(invoice)
+    payments_of: dict[str, list[Payment]] = defaultdict(list)
+    for customer_id, *payment in conn.execute(
+        "SELECT i.customer_id, p.id, p.invoice_id, p.amount, p.status, p.attempted_at, p.gateway_ref "
+        "FROM payments p JOIN invoices i ON i.id = p.invoice_id WHERE i.customer_id = ANY(%(ids)s) "
+        "ORDER BY p.attempted_at, p.id",
+        chunk,
+    ):
+        payments_of[customer_id].append(Payment(*payment))
+    notes_of: dict[str, list[CreditNote]] = defaultdict(list)
+    for customer_id, *note in conn.execute(
+        "SELECT i.customer_id, n.id, n.invoice_id, n.amount, n.reason, n.status FROM credit_notes n "
+        "JOIN invoices i ON i.id = n.invoice_id WHERE i.customer_id = ANY(%(ids)s) ORDER BY n.id",
+        chunk,
+    ):
+        notes_of[customer_id].append(CreditNote(*note))
+    return [
+        CustomerLedger(Customer(*c), subs_of[c[0]], invoices_of[c[0]], payments_of[c[0]], notes_of[c[0]])
+        for c in customers
+    ]
