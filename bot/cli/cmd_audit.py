@@ -35,6 +35,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("customer_id", nargs="?", metavar="CUSTOMER_ID", help="e.g. C-0007")
     parser.add_argument("--all", action="store_true", help="every customer (the default without CUSTOMER_ID)")
+    add_audit_options(parser, workers_help="processes for --all")
+    parser.set_defaults(handler=run)
+
+
+def add_audit_options(parser: argparse.ArgumentParser, *, workers_help: str) -> None:
+    """--json, --as-of and --workers, as `audit` and `sweep` (the same audit underneath) both take them."""
     parser.add_argument("--json", action="store_true", help='print {"as_of", "findings": [...]}')
     parser.add_argument(
         "--as-of",
@@ -47,9 +53,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="processes for --all (default: one per core, at most 4)",
+        help=f"{workers_help} (default: one per core, at most 4)",
     )
-    parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:

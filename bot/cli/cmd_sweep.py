@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from bot.cli.cmd_audit import _day
+    from bot.cli.cmd_audit import add_audit_options
 
     parser = sub.add_parser(
         "sweep",
@@ -32,20 +32,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--post", action="store_true", help="post the new findings to BILLSLEUTH_SWEEP_CHANNEL"
     )
-    parser.add_argument("--json", action="store_true", help='print {"as_of", "findings": [...]}')
-    parser.add_argument(
-        "--as-of",
-        type=_day,
-        metavar="YYYY-MM-DD",
-        help="judge periods up to this date (default: the latest invoice issue date in the ledger)",
-    )
-    parser.add_argument(
-        "--workers",
-        type=int,
-        default=None,
-        metavar="N",
-        help="audit processes (default: one per core, at most 4)",
-    )
+    add_audit_options(parser, workers_help="audit processes")
     parser.set_defaults(handler=run)
 
 
