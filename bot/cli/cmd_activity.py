@@ -9,7 +9,7 @@ import argparse
 from datetime import date
 from typing import Any
 
-from bot.cli.common import CommandError
+from bot.cli.common import CommandError, on_database
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -29,22 +29,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    import asyncio
-
     from approvals.activity import verify_chain
-    from bot.cli.common import ready_database
-    from engine.db import create_engine
 
-    url = ready_database()
-
-    async def go() -> Any:
-        engine = create_engine(url)
-        try:
-            return await verify_chain(engine)
-        finally:
-            await engine.dispose()
-
-    report = asyncio.run(go())
+    report = on_database(verify_chain)
     print(report.line())
     return 0 if report.intact else 1
 

@@ -9,11 +9,9 @@ agent.budget only, no LangGraph, OpenAI or Slack.
 from __future__ import annotations
 
 import argparse
-import asyncio
-from collections.abc import Awaitable, Callable
 from typing import Any
 
-from bot.cli.common import CommandError
+from bot.cli.common import CommandError, on_database
 
 BY = ("case", "model", "day")
 
@@ -49,22 +47,6 @@ def _spend_settings() -> Any:
         raise CommandError(str(error)) from None
 
 
-def _on_database(work: Callable[[Any], Awaitable[Any]]) -> Any:
-    from bot.cli.common import ready_database
-    from engine.db import create_engine
-
-    url = ready_database()
-
-    async def go() -> Any:
-        engine = create_engine(url)
-        try:
-            return await work(engine)
-        finally:
-            await engine.dispose()
-
-    return asyncio.run(go())
-
-
 def render_costs(report: dict[str, Any]) -> str:
     from agent.costs import usd_display
 
@@ -97,7 +79,7 @@ def run_costs(args: argparse.Namespace) -> int:
     from bot.cli.common import print_json
 
     since = parse_since(args.since)
-    report = _on_database(lambda engine: cost_report(engine, by=args.by, since=since))
+    report = on_database(lambda engine: cost_report(engine, by=args.by, since=since))
     if args.json:
         print_json(report)
     else:
@@ -138,7 +120,7 @@ def run_show(args: argparse.Namespace) -> int:
     from bot.cli.common import print_json
 
     settings = _spend_settings()
-    shown = _on_database(lambda engine: standing(engine, settings)).as_json()
+    shown = on_database(lambda engine: standing(engine, settings)).as_json()
     if args.json:
         print_json(shown)
     else:
@@ -180,7 +162,7 @@ def run_raise(args: argparse.Namespace) -> int:
             return None
         return await budget.raise_limit(engine, settings, amount, by=who, source=source)
 
-    raised = _on_database(raise_it)
+    raised = on_database(raise_it)
     if raised is None:
         raise CommandError(f"{who} is not an approver: only an approver may raise the model budget")
     if args.json:

@@ -8,10 +8,9 @@ start). Kept light: only SQLAlchemy and approvals/, no LangGraph, Slack or OpenA
 from __future__ import annotations
 
 import argparse
-from collections.abc import Awaitable, Callable
 from typing import Any
 
-from bot.cli.common import CommandError
+from bot.cli.common import CommandError, on_database
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -30,28 +29,6 @@ def _own_settings() -> Any:
     try:
         return ApprovalSettings.from_env()
     except SettingsError as error:
-        raise CommandError(str(error)) from None
-
-
-def _on_database(work: Callable[[Any], Awaitable[Any]]) -> Any:
-    import asyncio
-
-    from approvals.config import SettingsError
-    from bot.cli.common import ready_database
-    from engine.db import create_engine
-
-    url = ready_database()
-
-    async def go() -> Any:
-        engine = create_engine(url)
-        try:
-            return await work(engine)
-        finally:
-            await engine.dispose()
-
-    try:
-        return asyncio.run(go())
-    except SettingsError as error:  # a stored value someone broke by hand
         raise CommandError(str(error)) from None
 
 
@@ -89,7 +66,7 @@ def run_show(args: argparse.Namespace) -> int:
     from bot.cli.common import print_json
 
     own = _own_settings()
-    shown = policy_json(_on_database(read_policy), own)
+    shown = policy_json(on_database(read_policy), own)
     if args.json:
         print_json(shown)
     else:
@@ -109,7 +86,7 @@ def run_apply(args: argparse.Namespace) -> int:
         await store_policy(engine, own, actor_type=activity.USER, actor_id=cli_source(), why=APPLY)
         return before
 
-    before = _on_database(apply)
+    before = on_database(apply)
     if before == own:
         print("The stored policy already matches this environment; nothing changed.")
     else:

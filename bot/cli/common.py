@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from decimal import Decimal
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
+
+T = TypeVar("T")
 
 
 class CommandError(Exception):
@@ -58,6 +60,29 @@ def ready_database() -> str:
     except SchemaNotReady as error:
         raise CommandError(str(error)) from None
     return url
+
+
+def on_database(work: Callable[[Any], Awaitable[T]]) -> T:
+    """Run `work(engine)` on the ready database, the engine disposed of after. A setting that cannot be
+    read (say, a stored policy value someone broke by hand) is a one-line error."""
+    import asyncio
+
+    from engine.db import create_engine
+    from engine.settings import SettingsError
+
+    url = ready_database()
+
+    async def go() -> T:
+        engine = create_engine(url)
+        try:
+            return await work(engine)
+        finally:
+            await engine.dispose()
+
+    try:
+        return asyncio.run(go())
+    except SettingsError as error:
+        raise CommandError(str(error)) from None
 
 
 def os_user() -> str:
