@@ -3,6 +3,7 @@ over stdio (the client starts the command) and over streamable HTTP behind the b
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -127,6 +128,29 @@ async def test_an_mcp_client_over_stdio_gets_the_graphs_tools_figures_and_refusa
         check_listing(await session.list_tools())
         await check_recompute_and_refusals(session, seeded_db)
     check_audit_rows(await mcp_rows(seeded_db))
+
+
+def billsleuth_json(url: str, *args: str) -> Any:
+    done = subprocess.run(
+        [str(BILLSLEUTH), *args, "--json"], capture_output=True, text=True, env=server_env(url), timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+async def test_over_mcp_recompute_invoice_gives_the_figures_billsleuth_show_gives(seeded_db_url: str) -> None:
+    case = billsleuth_json(seeded_db_url, "case", "open", CUSTOMER, "why were we charged in September?")
+    note = case["credit_note"]
+    assert note is not None and note["invoice_id"] == INVOICE
+    shown = billsleuth_json(seeded_db_url, "show", note["id"])["recompute"]
+    async with stdio_session(seeded_db_url) as session:
+        done = await session.call_tool("recompute_invoice", {"customer_id": CUSTOMER, "invoice_id": INVOICE})
+    assert not done.is_error, done.content
+    figures = done.structured_content
+    assert figures is not None
+    shared = set(shown) & set(figures)
+    assert {"billed_total", "should_bill", "paid_total", "overcharge", "line_diffs"} <= shared
+    assert {key: figures[key] for key in shared} == {key: shown[key] for key in shared}
 
 
 def free_port() -> int:
