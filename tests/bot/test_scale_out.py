@@ -23,8 +23,9 @@ from agent.cases import case_service
 from agent.configuration import Configuration
 from bot import store
 from bot.cards import APPROVE_ACTION_ID
+from bot.config import SlackConfigError, SlackSettings
 from bot.flows.digest import daily_findings_digest
-from bot.server import running_bot
+from bot.server import create_app, running_bot, start_http
 from bot.slack_testing import SignedClient, SlackRecorder
 from bot.slack_testing import payloads as p
 from bot.slack_testing.processes import wait_until_serving
@@ -190,6 +191,20 @@ async def test_two_processes_taking_changes_at_once_take_different_ones(ready_db
         await engine.dispose()
     assert len(mine) == 2 and len(theirs) == 2
     assert not {c.id for c in mine} & {c.id for c in theirs}
+
+
+async def test_with_reuse_port_two_bots_listen_on_one_port_and_both_answer(slack: SlackRecorder) -> None:
+    settings = slack.settings(signing_secret=SECRET)
+    first = await start_http(create_app(settings), host="127.0.0.1", port=0, reuse_port=True)
+    try:
+        second = await start_http(create_app(settings), host="127.0.0.1", port=first.port, reuse_port=True)
+        await second.stop()
+    finally:
+        await first.stop()
+    assert SlackSettings.from_env({"BILLSLEUTH_REUSE_PORT": "1"}).reuse_port
+    assert not SlackSettings.from_env({}).reuse_port
+    with pytest.raises(SlackConfigError, match=r"^BILLSLEUTH_REUSE_PORT must be 1 or 0, got 'yes please'$"):
+        SlackSettings.from_env({"BILLSLEUTH_REUSE_PORT": "yes please"})
 
 
 # ---- the daily findings sweep, sharded -------------------------------------------------------------------
