@@ -67,9 +67,10 @@ async def _deliver(runtime: BotRuntime, changes: list[store.Change]) -> set[str]
 @asynccontextmanager
 async def _delivering(runtime: BotRuntime, case_id: str) -> AsyncIterator[None]:
     """One process at a time delivers a case's changes. SKIP LOCKED hands one case's changes (approved,
-    then issued) to two processes when both are awake; without this both would find the card behind and
-    draw the same state twice. The second waits, then finds Slack up to date. A plain advisory lock, not
-    Locks.locked: the redraw takes the card's lock inside, and Locks' local stripes must not nest."""
+    then issued) to two processes when both are awake; without this both would find the approvers'
+    notices stale and update each one twice. The second waits, then finds them up to date. A plain
+    advisory lock, not Locks.locked: the redraw takes the card's lock inside, and Locks' local stripes must
+    not nest."""
     async with runtime.engine.begin() as conn:
         await conn.execute(
             text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": f"billsleuth:deliver:{case_id}"}
