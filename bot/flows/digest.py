@@ -88,7 +88,8 @@ async def daily_findings_digest(runtime: BotRuntime, now: datetime | None = None
         if await findings_sweep.ran_today(conn, day):
             return None
     # The audit is CPU-bound: its own loop in a thread keeps this loop answering Slack meanwhile.
-    url = runtime.engine.url.render_as_string(hide_password=False)
+    # A libpq URL: the streamed audit connects with psycopg itself, which knows no "+psycopg" dialect.
+    url = runtime.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
     await asyncio.to_thread(_shards_in_a_thread, url, day)
     async with runtime.locks.leading(DAILY_LOCK) as leader:
         if not leader:
