@@ -18,6 +18,7 @@ Nothing here imports SQLAlchemy at module level: `audit --all` starts without it
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import queue
 import threading
@@ -189,8 +190,12 @@ def audit_all_sync(
     workers: int = 1,
     progress: Progress | None = None,
     meanwhile: Callable[[], object] | None = None,
+    *,
+    lo: str | None = None,
+    hi: str | None = None,
 ) -> AuditReport:
-    """Every customer's findings, in customer order. as_of defaults to the latest invoice issue date.
+    """Every customer's findings, in customer order; with `lo`/`hi`, only those with an id in [lo, hi]
+    (one shard of the bot's daily sweep), on one worker. as_of defaults to the latest invoice issue date.
     `progress`, if given, is called after each batch with (customers done, customers in all);
     `meanwhile` once the worker processes run (e.g. the caller's next imports): with one worker, not at
     all. Not before: a process forked while another thread imports could inherit a held import lock."""
@@ -203,6 +208,8 @@ def audit_all_sync(
         else:
             ids = customer_ids(conn)
             total = len(ids)
+    if lo is not None or hi is not None:
+        return _audit_range(url, as_of, lo, hi)
     if workers <= 1 or total <= chunk_size:
         return _audit_range(url, as_of, None, None, progress, total)
     report = AuditReport(as_of)
@@ -231,6 +238,10 @@ async def audit_all(
     workers: int = 1,
     progress: Progress | None = None,
     meanwhile: Callable[[], object] | None = None,
+    *,
+    lo: str | None = None,
+    hi: str | None = None,
 ) -> AuditReport:
     """audit_all_sync on a thread, so an event loop (the bot's daily sweep) is not held up by it."""
-    return await asyncio.to_thread(audit_all_sync, url, as_of, chunk_size, workers, progress, meanwhile)
+    run = functools.partial(audit_all_sync, lo=lo, hi=hi)
+    return await asyncio.to_thread(run, url, as_of, chunk_size, workers, progress, meanwhile)

@@ -9,10 +9,20 @@ A finding is keyed by (invoice, overcharge) in `sweep_findings`: the same overch
 the audit finds now (issued credits already subtracted), less invoices with an open note (draft or
 approved): someone is already settling those. A finding a digest listed (`posted_at`) is never listed in
 a digest again.
+
+The bot's daily run is sharded so that several bot processes on one database share it with no coordinator
+but Postgres: the first process to start the day's run splits the customers into SHARDS id ranges of
+equal size (`sweep.shard_plan`, one per day: every process audits the same ranges); each process audits
+the shards whose advisory lock it gets and that no one has done today, and records a shard's findings and
+its `sweep.shard_done` row in the transaction that holds its lock. A shard is therefore audited once a day;
+a process that dies mid-shard drops its lock with its connection and another process takes the shard on
+its next look. The digest goes out once every shard is done (day_result).
 """
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -23,7 +33,7 @@ from sqlalchemy import ARRAY, Numeric, Text, and_, bindparam, func, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from agent.audit_run import CHUNK_SIZE, AuditReport, Progress, audit_all
+from agent.audit_run import CHUNK_SIZE, AuditReport, Progress, audit_all, latest_issue_date
 from agent.auditor import Finding
 from approvals import activity
 from approvals.models import NoteStatus
@@ -35,6 +45,9 @@ OPEN_NOTE = (NoteStatus.DRAFT, NoteStatus.APPROVED)
 DIGEST_LOCK = "billsleuth:findings-digest"  # one digest claims at a time, across processes
 POSTED = "sweep.posted"  # activity_log: a digest listed these findings
 DAILY_RUN = "sweep.daily_run"  # activity_log: the bot's daily findings sweep ran for this UTC day
+SHARD_PLAN = "sweep.shard_plan"  # activity_log: the id ranges a day's sweep is split into
+SHARD_DONE = "sweep.shard_done"  # activity_log: one shard of a day's sweep was audited and recorded
+SHARDS = 8  # the daily sweep's customers split this many ways across bot processes
 
 Key = tuple[str, Decimal]  # (invoice id, overcharge)
 
@@ -267,4 +280,131 @@ async def ran_today(conn: AsyncConnection, day: date) -> bool:
 async def record_daily_run(conn: AsyncConnection, day: date, posted: int) -> None:
     await activity.record(
         conn, activity.SYSTEM, "bot", DAILY_RUN, "sweep_day", day.isoformat(), {"posted": posted}
+    )
+
+
+# ---- the bot's daily run, sharded across processes ---------------------------------------------------------
+
+Shard = tuple[str | None, str | None]  # [lo, hi] customer ids, None: unbounded
+
+
+def _shard_lock(day: date, shard: int) -> str:
+    return f"billsleuth:sweep-shard:{day.isoformat()}:{shard}"
+
+
+def _shard_entity(day: date, shard: int) -> str:
+    return f"{day.isoformat()}:{shard}"
+
+
+def this_process() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def split(ids: Sequence[str], shards: int) -> list[Shard]:
+    """`shards` id ranges of about equal size, covering every id (the first and last unbounded, so a
+    customer added later falls in one too; one added inside a range already audited waits a day)."""
+    size = max(1, -(-len(ids) // shards))
+    starts = [0, *range(size, len(ids), size)][:shards]  # where each range begins, as an index
+    ranges: list[Shard] = []
+    for n, start in enumerate(starts):
+        last = n == len(starts) - 1
+        ranges.append((None if n == 0 else ids[start], None if last else ids[starts[n + 1] - 1]))
+    return ranges
+
+
+async def shard_plan(conn: AsyncConnection, day: date, shards: int = SHARDS) -> list[Shard]:
+    """The day's ranges: made by the first process to ask (under a lock), read by every other."""
+    await conn.execute(
+        text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": f"billsleuth:sweep-plan:{day}"}
+    )
+    log = t.activity_log.c
+    found = await conn.execute(
+        select(log.details).where(log.action == SHARD_PLAN, log.entity_id == day.isoformat()).limit(1)
+    )
+    plan = found.scalar()
+    if plan is None:
+        ids = list((await conn.execute(select(t.customers.c.id).order_by(t.customers.c.id))).scalars())
+        plan = {"ranges": [list(r) for r in split(ids, shards)]}
+        await activity.record(conn, activity.SYSTEM, "bot", SHARD_PLAN, "sweep_day", day.isoformat(), plan)
+    return [(lo, hi) for lo, hi in plan["ranges"]]
+
+
+async def audit_free_shards(url: str, day: date, *, by: str = "") -> list[int]:
+    """Audit each shard of `day`'s run that no process has done and none is doing (its lock is free);
+    return the shards this call audited. A locked shard is skipped, not waited for: if its holder dies,
+    the lock goes with its connection and a later call takes the shard."""
+    engine = create_engine(url)
+    audited: list[int] = []
+    try:
+        async with engine.begin() as conn:
+            plan = await shard_plan(conn, day)
+            as_of = await latest_issue_date(conn) or day  # every shard audits as of the same date
+        for shard, (lo, hi) in enumerate(plan):
+            async with engine.begin() as conn:  # the shard's lock: held until its findings are on record
+                got = await conn.execute(
+                    text("SELECT pg_try_advisory_xact_lock(hashtext(:key))"), {"key": _shard_lock(day, shard)}
+                )
+                if not got.scalar_one() or await _shard_done(conn, day, shard):
+                    continue
+                report = await audit_all(url, as_of, lo=lo, hi=hi)
+                await record_findings(conn, report.findings)
+                await _record_shard_done(conn, day, shard, len(plan), report, by or this_process())
+            audited.append(shard)
+    finally:
+        await engine.dispose()
+    return audited
+
+
+async def _shard_done(conn: AsyncConnection, day: date, shard: int) -> bool:
+    log = t.activity_log.c
+    found = await conn.execute(
+        select(log.id).where(log.action == SHARD_DONE, log.entity_id == _shard_entity(day, shard)).limit(1)
+    )
+    return found.first() is not None
+
+
+async def _record_shard_done(
+    conn: AsyncConnection, day: date, shard: int, shards: int, report: AuditReport, by: str
+) -> None:
+    """The shard on record with what the audit found now: the digest is built from these rows, whichever
+    processes audited the shards."""
+    await activity.record(
+        conn,
+        activity.SYSTEM,
+        "bot",
+        SHARD_DONE,
+        "sweep_shard",
+        _shard_entity(day, shard),
+        {
+            "shard": shard,
+            "shards": shards,
+            "by": by,
+            "as_of": report.as_of,
+            "customers": report.customers,
+            "findings": [[f.customer_id, f.invoice_id, fmt(money(f.overcharge))] for f in report.findings],
+            "refused": [list(r) for r in report.refused],
+        },
+    )
+
+
+async def day_result(conn: AsyncConnection, day: date) -> SweepResult | None:
+    """The day's sweep from its shards' records, as run_findings_sweep would return it; None while a
+    shard is not done (another process is auditing it, or died doing so)."""
+    log = t.activity_log.c
+    rows = await conn.execute(
+        select(log.details)
+        .where(log.action == SHARD_DONE, log.entity_id.like(f"{day.isoformat()}:%"))
+        .order_by(log.id)
+    )
+    by_shard = {int(d["shard"]): d for d in rows.scalars()}
+    shards = len(await shard_plan(conn, day))
+    if set(by_shard) != set(range(shards)):
+        return None
+    parts = [by_shard[s] for s in range(shards)]  # in id order: the shards are id ranges
+    keys = [(invoice, Decimal(overcharge)) for d in parts for _, invoice, overcharge in d["findings"]]
+    return SweepResult(
+        max(date.fromisoformat(d["as_of"]) for d in parts),
+        sum(int(d["customers"]) for d in parts),
+        await current_findings(conn, keys),
+        [(str(c), str(why)) for d in parts for c, why in d["refused"]],
     )

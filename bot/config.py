@@ -33,6 +33,9 @@ class SlackSettings(EnvSettings):
     signing_secret: SecretStr = Field(SecretStr(""), validation_alias="SLACK_SIGNING_SECRET")  # HTTP mode
     api_url: str = Field(SLACK_API_URL, validation_alias="SLACK_API_URL")  # the Web API base, ends with "/"
     port: int = Field(DEFAULT_PORT, validation_alias="PORT")  # where HTTP mode listens
+    # Bind PORT with SO_REUSEPORT, so several bot processes on one host share it (the kernel spreads
+    # connections among them); off by default, so a second bot by mistake still fails to start.
+    reuse_port: bool = Field(False, validation_alias="BILLSLEUTH_REUSE_PORT")
     # Where approvers are told of notes waiting for them; empty: a DM to each approver.
     finance_channel: str = Field("", validation_alias="BILLSLEUTH_FINANCE_CHANNEL")
     # Where and when (UTC hour) the daily findings digest goes; empty channel: no daily digest.
@@ -50,6 +53,7 @@ class SlackSettings(EnvSettings):
         *,
         sweep_channel: str = "",
         sweep_hour: int | str = DEFAULT_SWEEP_HOUR,
+        reuse_port: bool | str = False,
     ) -> None:
         # Positional too, as the dataclass this replaced was built.
         super().__init__(
@@ -61,6 +65,7 @@ class SlackSettings(EnvSettings):
             finance_channel=finance_channel,
             sweep_channel=sweep_channel,
             sweep_hour=sweep_hour,
+            reuse_port=reuse_port,
         )
 
     @field_validator("api_url", mode="before")
@@ -88,6 +93,14 @@ class SlackSettings(EnvSettings):
         if not text.isdigit() or not 0 <= int(text) <= 23:
             raise SlackConfigError(f"BILLSLEUTH_SWEEP_HOUR must be a UTC hour from 0 to 23, got {text!r}")
         return int(text)
+
+    @field_validator("reuse_port", mode="before")
+    @classmethod
+    def _reuse_port(cls, value: object) -> bool:
+        text = str(value).strip().lower()
+        if text not in ("", "0", "1", "false", "true"):
+            raise SlackConfigError(f"BILLSLEUTH_REUSE_PORT must be 1 or 0, got {text!r}")
+        return text in ("1", "true")
 
     @field_validator("port", mode="before")
     @classmethod

@@ -207,12 +207,18 @@ def build_web_app(app: AsyncApp, path: str = EVENTS_PATH) -> web.Application:
 
 
 async def start_http(
-    app: AsyncApp, *, host: str = "0.0.0.0", port: int = 3000, path: str = EVENTS_PATH
+    app: AsyncApp,
+    *,
+    host: str = "0.0.0.0",
+    port: int = 3000,
+    path: str = EVENTS_PATH,
+    reuse_port: bool = False,
 ) -> HttpServer:
-    """Serve the app on host:port (port 0 picks a free one); return once it accepts connections."""
+    """Serve the app on host:port (port 0 picks a free one); return once it accepts connections.
+    `reuse_port`: SO_REUSEPORT, so other bot processes may listen on the same port."""
     runner = web.AppRunner(build_web_app(app, path), handle_signals=False, shutdown_timeout=10.0)
     await runner.setup()
-    site = web.TCPSite(runner, host, port)
+    site = web.TCPSite(runner, host, port, reuse_port=reuse_port or None)
     try:
         await site.start()
     except OSError as error:
@@ -233,7 +239,8 @@ async def run_http(
     """Serve over HTTP until `stop` is set (or SIGINT/SIGTERM), then shut down cleanly: stop accepting,
     let in-flight requests finish, drain the background work. `on_ready` hears where it listens."""
     app.settings.require("http")
-    server = await start_http(app, host=host, port=app.settings.port if port is None else port)
+    port = app.settings.port if port is None else port
+    server = await start_http(app, host=host, port=port, reuse_port=app.settings.reuse_port)
     log.info("BillSleuth is listening on %s", server.url)
     if on_ready is not None:
         on_ready(server)

@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agent import findings_sweep
 from agent.customers import FoundBy
-from agent.findings_sweep import SweepFinding, SweepResult, run_findings_sweep
+from agent.findings_sweep import SweepFinding, SweepResult
 from approvals import activity
 from bot import store
 from bot.cards.digest import digest_message, finding_had_case, finding_notice, read_finding_value
@@ -31,7 +31,7 @@ from engine.money import fmt
 
 log = logging.getLogger(__name__)
 
-DAILY_LOCK = "billsleuth:daily-findings-sweep"  # one bot process runs the day's sweep
+DAILY_LOCK = "billsleuth:daily-findings-sweep"  # one bot process posts the day's digest
 DEFAULT_DAILY_CHECK_SECONDS = 60.0  # how often the bot looks whether the day's run is due
 RETRY_AFTER_FAILURE_SECONDS = 600.0  # a day's run that failed (the bot not in the channel) is tried again
 
@@ -70,28 +70,36 @@ async def post_findings_digest(
     return PostedDigest(channel, ts, len(claimed))
 
 
-def _sweep_in_a_thread(url: str) -> SweepResult:
-    return asyncio.run(run_findings_sweep(url))
+def _shards_in_a_thread(url: str, day: date) -> list[int]:
+    return asyncio.run(findings_sweep.audit_free_shards(url, day))
 
 
 async def daily_findings_digest(runtime: BotRuntime, now: datetime | None = None) -> PostedDigest | None:
     """Once a UTC day, at or after BILLSLEUTH_SWEEP_HOUR: sweep every customer and post the digest of what
-    is new. One bot process does it (the others skip); the day's run is on record, so a restart the same
-    day does not run it again."""
+    is new. Every bot process audits the shards of customers it can lock and no one has done today
+    (agent.findings_sweep); once all are done, one process posts the digest. The day's run is on record,
+    so a restart the same day does not run it again."""
     channel = runtime.slack.sweep_channel
     now = now or datetime.now(UTC)
     if not channel or now.hour < runtime.slack.sweep_hour:
         return None
     day = now.astimezone(UTC).date()
+    async with runtime.engine.connect() as conn:
+        if await findings_sweep.ran_today(conn, day):
+            return None
+    # The audit is CPU-bound: its own loop in a thread keeps this loop answering Slack meanwhile.
+    # A libpq URL: the streamed audit connects with psycopg itself, which knows no "+psycopg" dialect.
+    url = runtime.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+    await asyncio.to_thread(_shards_in_a_thread, url, day)
     async with runtime.locks.leading(DAILY_LOCK) as leader:
         if not leader:
             return None
         async with runtime.engine.connect() as conn:
             if await findings_sweep.ran_today(conn, day):
                 return None
-        # The audit is CPU-bound: its own loop in a thread keeps this loop answering Slack meanwhile.
-        url = runtime.engine.url.render_as_string(hide_password=False)
-        result = await asyncio.to_thread(_sweep_in_a_thread, url)
+            result = await findings_sweep.day_result(conn, day)
+        if result is None:  # a shard is still being audited (its process posts), or its process died
+            return None  # (the next look takes that shard over)
         posted = await post_findings_digest(
             runtime.client, runtime.engine, channel, result, actor_type=activity.SYSTEM, actor_id="bot"
         )

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 
 import psycopg
+from sqlalchemy import text
 
 from bot import store
 from bot.flows.home import publish_home
@@ -52,13 +54,28 @@ async def _deliver(runtime: BotRuntime, changes: list[store.Change]) -> set[str]
     failed: set[str] = set()
     for case_id in _cases_of(changes):
         try:
-            await redraw_if_behind(runtime, case_id)
-            await tell_approvers(runtime, case_id)
+            async with _delivering(runtime, case_id):
+                await redraw_if_behind(runtime, case_id)
+                await tell_approvers(runtime, case_id)
         except Exception:
             log.exception("could not show a change of case %s in Slack; trying again later", case_id)
             failed.add(case_id)
     await _refresh_homes(runtime, _cases_of(changes))
     return failed
+
+
+@asynccontextmanager
+async def _delivering(runtime: BotRuntime, case_id: str) -> AsyncIterator[None]:
+    """One process at a time delivers a case's changes. SKIP LOCKED hands one case's changes (approved,
+    then issued) to two processes when both are awake; without this both would find the approvers'
+    notices stale and update each one twice. The second waits, then finds them up to date. A plain
+    advisory lock, not Locks.locked: the redraw takes the card's lock inside, and Locks' local stripes must
+    not nest."""
+    async with runtime.engine.begin() as conn:
+        await conn.execute(
+            text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": f"billsleuth:deliver:{case_id}"}
+        )
+        yield
 
 
 async def _refresh_homes(runtime: BotRuntime, case_ids: Iterable[str]) -> None:

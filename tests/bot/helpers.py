@@ -200,7 +200,7 @@ def bot_env(db_url: str, slack: SlackRecorder) -> dict[str, str]:
 
 @contextlib.contextmanager
 def bot_processes(
-    db_url: str, slack: SlackRecorder, count: int
+    db_url: str, slack: SlackRecorder, count: int, **extra_env: str
 ) -> Iterator[list[tuple[subprocess.Popen, str]]]:
     started: list[tuple[subprocess.Popen, str]] = []
     try:
@@ -208,7 +208,7 @@ def bot_processes(
             port = free_port()
             process = subprocess.Popen(
                 [str(BILLSLEUTH), "bot", "--http", "--port", str(port)],
-                env=bot_env(db_url, slack),
+                env=bot_env(db_url, slack) | extra_env,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 text=True,
