@@ -30,6 +30,7 @@ from bot.slack_testing import SignedClient, SlackRecorder
 from bot.slack_testing import payloads as p
 from bot.slack_testing.recorder import dm_channel
 from engine import schema
+from engine.db import libpq_url_of
 
 SECRET = "demo-signing-secret-0123456789abcdef"
 CHANNEL = "C0BILLING"
@@ -199,8 +200,7 @@ async def play_findings_digest(scene: Scene) -> None:
     opened from the digest."""
     scene.say("\n=== 8. Overcharges nobody reported yet: the findings digest ===")
     runtime = scene.bot.runtime
-    url = runtime.engine.url.render_as_string(hide_password=False)
-    result = await run_findings_sweep(url)
+    result = await run_findings_sweep(libpq_url_of(runtime.engine))
     posted = await post_findings_digest(
         runtime.client, runtime.engine, SWEEP_CHANNEL, result, actor_type=USER, actor_id="demo"
     )

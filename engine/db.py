@@ -70,6 +70,12 @@ def sqlalchemy_url(libpq_url: str) -> URL:
     return url.set(drivername="postgresql+psycopg")
 
 
+def libpq_url_of(engine: AsyncEngine) -> str:
+    """The libpq URL an engine was made from (sqlalchemy_url's inverse), for code that connects with
+    psycopg itself, which knows no "+psycopg" dialect."""
+    return engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
 def with_database(libpq_url: str, name: str) -> str:
     """The same server, another database (for clones and admin work)."""
     url = make_url(libpq_url.replace("postgres://", "postgresql://", 1)).set(database=name)

@@ -27,6 +27,7 @@ from bot.flows.notify import tell
 from bot.presenters.digest import digest_view, posted_digest_view
 from bot.runtime import BotRuntime
 from bot.store import CaseRequest
+from engine.db import libpq_url_of
 from engine.money import fmt
 
 log = logging.getLogger(__name__)
@@ -88,9 +89,7 @@ async def daily_findings_digest(runtime: BotRuntime, now: datetime | None = None
         if await findings_sweep.ran_today(conn, day):
             return None
     # The audit is CPU-bound: its own loop in a thread keeps this loop answering Slack meanwhile.
-    # A libpq URL: the streamed audit connects with psycopg itself, which knows no "+psycopg" dialect.
-    url = runtime.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
-    await asyncio.to_thread(_shards_in_a_thread, url, day)
+    await asyncio.to_thread(_shards_in_a_thread, libpq_url_of(runtime.engine), day)
     async with runtime.locks.leading(DAILY_LOCK) as leader:
         if not leader:
             return None

@@ -25,6 +25,7 @@ from bot.flows.home import publish_home
 from bot.flows.notices import remind_approvers, tell_approvers, tell_finance_of_budget
 from bot.flows.show import redraw_if_behind
 from bot.runtime import BotRuntime
+from engine.db import libpq_url_of
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +106,7 @@ async def watch_outbox(
 ) -> None:
     """Deliver changes as they are committed, until cancelled. LISTENs on its own connection (outside
     the pool, which it would otherwise hold for good); when that fails it polls and reconnects."""
-    conninfo = runtime.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+    conninfo = libpq_url_of(runtime.engine)
     while True:
         try:
             async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as listener:
