@@ -69,7 +69,7 @@ class Sweep:
 @dataclass
 class CaseService:
     engine: AsyncEngine
-    graph: LazyGraph | Any  # compiled on first use (agent.lazy_graph); tests may hand in a compiled one
+    graph: LazyGraph  # compiled on first use (agent.lazy_graph); the bot compiles it at start
     configuration: Configuration
     approval_settings: ApprovalSettings
     # True when the settings are the database's stored policy (re-read before every decision, so a bot

@@ -292,13 +292,15 @@ async def open_runtime(
     progress_interval: float = DEFAULT_PROGRESS_INTERVAL,
     progress_rate: float | None = DEFAULT_PROGRESS_RATE,
 ) -> AsyncIterator[BotRuntime]:
-    """The CaseService on this database (engine, checkpointer pool, graph) wrapped as a runtime.
+    """The CaseService on this database (engine, checkpointer pool, compiled graph) wrapped as a runtime.
 
     The bot's start writes its policy (`approval_settings`, default its environment's) to the database as
     the policy in force (audited when it changes), and every decision then follows the stored policy."""
     async with case_service(
         database_url, configuration, approval_settings, policy=BOT_START, actor="bot"
     ) as service:
+        # The bot runs graphs from its first mention on: compile now, not in that mention's time.
+        await service.graph.compiled()
         yield BotRuntime(
             service,
             slack,
