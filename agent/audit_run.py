@@ -203,7 +203,9 @@ def audit_all_sync(
 
     with _connect(url) as conn:
         as_of = as_of or conn.execute("SELECT max(issued_at) FROM invoices").fetchone()[0] or date.today()  # type: ignore[index]
-        if workers <= 1:
+        if lo is not None or hi is not None:  # one shard: no count, no list of every customer's id
+            total = 0
+        elif workers <= 1:
             total = conn.execute("SELECT count(*) FROM customers").fetchone()[0] if progress else 0  # type: ignore[index]
         else:
             ids = customer_ids(conn)
