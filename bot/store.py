@@ -42,6 +42,9 @@ class CaseRequest:
     channel: str
     thread_ts: str | None  # the thread the case goes into; None: the case's own message starts one
     found_by: str | None = None  # how the customer was found in the words (id, email, name, fuzzy name)
+    # Who opened it when that is not the requester: the clicker of a linked case's `Open a case`, who
+    # then may not decide its note either (cases.opened_from, as for a case opened from the CLI).
+    opened_from: str | None = None
 
 
 class ClaimOutcome(StrEnum):
@@ -167,6 +170,7 @@ async def claim_linked_case(
             customer_id=request.customer_id,
             channel=request.channel,
             thread_ts=request.thread_ts,
+            opened_from=request.opened_from,
             linked_from=case_id,
         )
         await conn.execute(update(events).where(events.c.event_id == key).values(case_id=linked_id))

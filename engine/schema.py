@@ -247,7 +247,9 @@ cases = Table(
     Instant("created_at", nullable=False, server_default=func.now()),
     Instant("updated_at", nullable=False, server_default=func.now()),
     Column("drawn_state", Text),  # the state its Slack message last showed (see bot/store.py)
-    Column("opened_from", Text),  # cli:<os user> when opened from the CLI (under any --as); else NULL
+    # cli:<os user> when opened from the CLI (under any --as); the clicker's Slack id for a linked case
+    # opened on the requester's behalf; else NULL. Whoever it names may not decide the case's note.
+    Column("opened_from", Text),
     Column("found_by", Text),  # how its customer was found: id | email | name | fuzzy name | chosen
     Column("linked_from", Text),  # the case whose card offered this one (`Open a case`); else NULL
 )

@@ -44,9 +44,9 @@ async def open_linked_case(
         return None
     language = parse_complaint(row.question).language
     question = linked_case_question(language, case_id, invoice_id, other["overcharge"], other["root_cause"])
-    request = CaseRequest(
-        row.customer_id, question, row.requester, row.channel, row.thread_ts or row.message_ts
-    )
+    # The original case's requester asks; the clicker opened it, and so may not decide its note.
+    thread = row.thread_ts or row.message_ts
+    request = CaseRequest(row.customer_id, question, row.requester, row.channel, thread, opened_from=user_id)
     claim = await store.claim_linked_case(service, case_id, invoice_id, request)
     await show_case_result(runtime, case)  # the original card: the linked case's id for the button
     if claim.outcome != ClaimOutcome.CLAIMED:

@@ -171,3 +171,29 @@ async def test_someone_who_may_not_open_cases_cannot_open_a_linked_one(
     assert "support staff" in slack.ephemerals(OUTSIDER)[-1].text
     assert open_a_case_buttons(slack.message(CHANNEL, card.ts)) != []
     assert len(bot_replies(slack, CHANNEL, thread)) == 1
+
+
+async def test_whoever_opened_the_linked_case_cannot_approve_its_note_and_is_on_record(
+    slack: SlackRecorder, bot: RunningBot, client: SignedClient
+) -> None:
+    """The requester stays the original case's, but the approver who clicked `Open a case` opened this one:
+    they may not also approve its credit note, and the history says they opened it."""
+    _, thread, card = await mention_two_faults(slack, bot, client)
+    case_id = await original_case_id(bot, card)
+    click = p.click(snapshot(card), user=CLICKER, channel=CHANNEL, action_id=OPEN_LINKED_CASE_ACTION_ID)
+    assert (await client.send(click)).status == 200
+    await bot.settled()
+    (linked,) = await cases_linked_from(bot, case_id)
+    _, second = bot_replies(slack, CHANNEL, thread)
+    vote = p.click(snapshot(second), user=CLICKER, channel=CHANNEL, action_id=APPROVE_ACTION_ID)
+    assert (await client.send(vote)).status == 200
+    await bot.settled()
+    assert "requester_cannot_approve" in slack.ephemerals(CLICKER)[-1].text
+    note = (await bot.runtime.service.show_case(linked["id"]))["credit_note"]
+    assert (note["status"], note["approvals"]) == ("draft", 0)
+    log = schema.activity_log.c
+    async with bot.runtime.engine.connect() as conn:
+        opened = await conn.execute(
+            select(log.details).where(log.action == "case.opened", log.entity_id == linked["id"])
+        )
+        assert opened.scalar_one()["opened_from"] == CLICKER
