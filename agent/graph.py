@@ -34,7 +34,7 @@ from agent.investigators import (
 from agent.state import MAX_ROUNDS, REQUEST_CHANGES, CaseState, CaseStatus
 from agent.tools import ToolContext
 from agent.verify import verify_findings, verify_other_findings
-from agent.write_up import compose_reply, ungrounded_in_reply
+from agent.write_up import COMPLAINT, compose_reply, ungrounded_in_reply
 from approvals import drafting, issuing, queries
 from approvals.models import NO_MONEY, CreditNoteView, NoteStatus, Refused, Rule
 from engine import schema
@@ -188,7 +188,10 @@ async def verify(state: CaseState, runtime: Runtime[CaseContext]) -> dict[str, A
     reasoning = findings["reasoning"]
     # Whose words the approver reads: a model's only when every figure in them is in the evidence.
     written_by = "model" if state.get("investigator") == "llm" else "auditor"
-    if ungrounded(reasoning, evidence.items):  # the approver reads it: no figure the ledger did not give
+    # The approver reads it: no figure the ledger did not give. The customer's own amount is on the record
+    # only to be quoted back to them, so it grounds nothing the model says.
+    ledger_items = [item for item in evidence.items if item["tool"] != COMPLAINT]
+    if ungrounded(reasoning, ledger_items):
         reasoning, written_by = (state.get("auditor") or {}).get("reasoning") or "", "auditor"
     # From here on the findings are what BillSleuth stands behind: the verified target invoice first.
     verified = {

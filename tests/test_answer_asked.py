@@ -19,7 +19,7 @@ from agent.prompts import month_of
 from engine import schema
 from engine.money import fmt
 from tests.test_cases import BILLSLEUTH, scenario, settings
-from tests.test_llm import correct_model
+from tests.test_llm import correct_model, recomputed, submit
 from tests.test_llm import open_case as open_llm_case
 
 
@@ -171,3 +171,32 @@ async def test_behind_a_model_the_reply_answers_the_wrong_month_too(seeded_db_ur
         f"Hello, your {month('en', named)} invoice {named.id} ({fmt(named.total)}) was correct; "
         f"the overcharge is on your"
     )
+
+
+async def test_the_customers_own_amount_does_not_ground_the_models_words(seeded_db_url: str) -> None:
+    """The amount the customer named is on the record only to be quoted back to them ("we could not find a
+    charge of …"). The model's reasoning repeating it as a finding is not grounded by that: the approver
+    reads the auditor's words instead."""
+    sc = scenario("proration_missing_credit")
+    target = sc["truth"]["invoice_ids"][0]
+    claimed = Decimal("9999.99")
+
+    def conclude(request: Any) -> Any:
+        overcharge = recomputed(request, target)["overcharge"]
+        return submit(
+            root_cause=sc["truth"]["root_cause"],
+            invoice_ids=[target],
+            overcharge=overcharge,
+            expected_action="credit_note",
+            reasoning=f"{target} overcharged the customer {fmt(claimed)}, as they say.",
+        )
+
+    script = [*correct_model(sc["truth"])[:-1], conclude]
+    words = f"You charged us {fmt(claimed)} and that is wrong!"
+    case, _ = await open_llm_case(seeded_db_url, script, sc, question=words)
+    assert case["status"] == "awaiting_approval", case["escalation_reason"]
+    assert fmt(claimed) in case["reply"]["customer_message"]  # quoted back to the customer, as theirs
+    assert fmt(claimed) not in case["findings"]["reasoning"]
+    async with case_service(seeded_db_url, Configuration(investigator="offline"), settings()) as svc:
+        state = (await svc.state_of(case["case_id"])).values
+    assert state["findings"]["reasoning_by"] == "auditor"
