@@ -28,6 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from engine import schema
 from engine.settings import EnvSettings, SettingsError
 
+MAX_USD = Decimal(10) ** 12  # what a NUMERIC(18,6) column holds: twelve digits before the point
 MICRO = Decimal("0.000001")  # a cost's precision: six decimals of a dollar
 MILLION = Decimal(1_000_000)
 PRICES = "BILLSLEUTH_MODEL_PRICES"
@@ -132,6 +133,8 @@ def parse_usd(variable: str, value: object) -> Decimal:
         raise SettingsError(f"{variable} must be an amount in USD above zero, got {value!r}")
     if amount != amount.quantize(MICRO):
         raise SettingsError(f"{variable} has more than six decimals: {value!r}")
+    if amount >= MAX_USD:
+        raise SettingsError(f"{variable} is too large: {value!r} (at most {MAX_USD - MICRO})")
     return amount
 
 

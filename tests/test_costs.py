@@ -381,6 +381,8 @@ async def test_the_pause_survives_a_restart_and_lifts_on_budget_raise(db_url: st
         )
         bad = await asyncio.to_thread(billsleuth, db_url, "budget", "raise", "lots", "--as", "U0FIN1", **env)
         assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "AMOUNT" in bad.stderr
+        huge = await asyncio.to_thread(billsleuth, db_url, "budget", "raise", "1e13", "--as", "U0FIN1", **env)
+        assert huge.returncode == 2 and huge.stderr.count("\n") == 1 and "too large" in huge.stderr
         assert (await budget_standing(db_url, spend("1.00"))).paused
 
         raised = await asyncio.to_thread(
