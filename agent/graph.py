@@ -119,19 +119,21 @@ async def investigate(state: CaseState, runtime: Runtime[CaseContext]) -> dict[s
     auditor: dict[str, Any] = {}
     outcome = InvestigationOutcome(None)
     if run is not None and investigator == "llm":
-        async with _tools(state, context, "agent:llm") as tools:  # the calls' audit rows go together
-            from agent.llm import investigate_with_model  # the openai SDK only when a model is configured
+        # Whatever the end (a failure, the case time limit, a cancelled task, even before the first
+        # call), what the run reserved is free again.
+        try:
+            async with _tools(state, context, "agent:llm") as tools:  # the calls' audit rows go together
+                from agent.llm import investigate_with_model  # the openai SDK only with a model configured
 
-            question = prompts.with_answers(state["question"], list(state.get("rounds", [])))
-            try:
+                question = prompts.with_answers(state["question"], list(state.get("rounds", [])))
                 outcome = await investigate_with_model(
                     tools, evidence, configuration, question, month, state.get("amount"), run
                 )
-            finally:  # whatever the end (failure and the case time limit too), the rest is free again
-                await budget.release(run)
-            if outcome.budget_stop is None:
-                auditor = await auditor_view(_tools(state, context, "system:auditor"), asked)
-                await read_what_was_asked(_tools(state, context, "system:auditor"), evidence, auditor)
+        finally:
+            await budget.release(run)
+        if outcome.budget_stop is None:
+            auditor = await auditor_view(_tools(state, context, "system:auditor"), asked)
+            await read_what_was_asked(_tools(state, context, "system:auditor"), evidence, auditor)
         if outcome.budget_stop is not None:  # no further model call: the auditor takes the case over
             investigator, note, evidence = "offline", outcome.budget_stop, EvidenceBook()
     if investigator == "offline":
