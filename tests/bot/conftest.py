@@ -4,13 +4,15 @@ of the seeded ledger, and the offline investigator."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from decimal import Decimal
 
 import pytest
 
 from agent.configuration import Configuration
+from approvals.config import ApprovalSettings
 from bot.server import RunningBot, running_bot
 from bot.slack_testing import SignedClient, SlackRecorder
-from tests.bot.helpers import SECRET, approval_settings
+from tests.bot.helpers import FINANCE, SECRET, SUPPORT, approval_settings
 
 
 @pytest.fixture
@@ -43,4 +45,29 @@ async def bot(ready_db_url: str, slack: SlackRecorder) -> AsyncIterator[RunningB
 @pytest.fixture
 async def client(bot: RunningBot) -> AsyncIterator[SignedClient]:
     async with SignedClient(bot.url, SECRET) as signed:
+        yield signed
+
+
+@pytest.fixture
+async def guarded(ready_db_url: str, slack: SlackRecorder) -> AsyncIterator[RunningBot]:
+    """A bot whose BILLSLEUTH_SUPPORT names SUPPORT: only support and approvers open and read cases."""
+    settings = ApprovalSettings(
+        approvers=frozenset(FINANCE), two_person_threshold=Decimal("300.00"), support=frozenset({SUPPORT})
+    )
+    async with running_bot(
+        ready_db_url,
+        slack.settings(signing_secret=SECRET),
+        configuration=Configuration(investigator="offline"),
+        approval_settings=settings,
+        progress_interval=0.0,
+        progress_rate=None,
+        recover=False,
+        expiry_interval=None,
+    ) as running:
+        yield running
+
+
+@pytest.fixture
+async def guarded_client(guarded: RunningBot) -> AsyncIterator[SignedClient]:
+    async with SignedClient(guarded.url, SECRET) as signed:
         yield signed

@@ -3,8 +3,6 @@ app over HTTP with signed payloads (issue 12, items 3–6)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -43,31 +41,6 @@ from tests.bot.helpers import (
 
 ALICE, BOB, _ = FINANCE
 FOREIGN = p.Workspace(team_id="T0FOREIGN1", team_domain="elsewhere", api_app_id="A0FOREIGN1")
-
-
-@pytest.fixture
-async def guarded(ready_db_url: str, slack: SlackRecorder) -> AsyncIterator[RunningBot]:
-    """A bot whose BILLSLEUTH_SUPPORT names SUPPORT: only support and approvers open and read cases."""
-    settings = ApprovalSettings(
-        approvers=frozenset(FINANCE), two_person_threshold=Decimal("300.00"), support=frozenset({SUPPORT})
-    )
-    async with running_bot(
-        ready_db_url,
-        slack.settings(signing_secret=SECRET),
-        configuration=Configuration(investigator="offline"),
-        approval_settings=settings,
-        progress_interval=0.0,
-        progress_rate=None,
-        recover=False,
-        expiry_interval=None,
-    ) as running:
-        yield running
-
-
-@pytest.fixture
-async def guarded_client(guarded: RunningBot) -> AsyncIterator[SignedClient]:
-    async with SignedClient(guarded.url, SECRET) as signed:
-        yield signed
 
 
 async def slash(

@@ -5,17 +5,12 @@ drafts its own note, once however often it is clicked; approved, that note is is
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from decimal import Decimal
 
-import pytest
 from sqlalchemy import select
 
-from agent.configuration import Configuration
-from approvals.config import ApprovalSettings
 from bot.cards import APPROVE_ACTION_ID
 from bot.cards.ids import OPEN_LINKED_CASE_ACTION_ID
-from bot.server import RunningBot, running_bot
+from bot.server import RunningBot
 from bot.slack_testing import SignedClient, SlackRecorder, StoredMessage
 from bot.slack_testing import payloads as p
 from engine import schema
@@ -137,25 +132,6 @@ async def test_a_click_after_the_linked_case_exists_opens_no_second_one(
     assert len(await cases_linked_from(bot, case_id)) == 1
     assert len(bot_replies(slack, CHANNEL, thread)) == 2
     assert "linked_case_opened_already" in slack.ephemerals(SUPPORT)[-1].text
-
-
-@pytest.fixture
-async def guarded(ready_db_url: str, slack: SlackRecorder) -> AsyncIterator[RunningBot]:
-    """BILLSLEUTH_SUPPORT names SUPPORT: only support and approvers may open cases."""
-    settings = ApprovalSettings(
-        approvers=frozenset(FINANCE), two_person_threshold=Decimal("300.00"), support=frozenset({SUPPORT})
-    )
-    async with running_bot(
-        ready_db_url,
-        slack.settings(signing_secret=SECRET),
-        configuration=Configuration(investigator="offline"),
-        approval_settings=settings,
-        progress_interval=0.0,
-        progress_rate=None,
-        recover=False,
-        expiry_interval=None,
-    ) as running:
-        yield running
 
 
 async def test_someone_who_may_not_open_cases_cannot_open_a_linked_one(
