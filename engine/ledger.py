@@ -155,7 +155,3 @@ async def load_ledger(conn: AsyncConnection, customer_id: str) -> CustomerLedger
     if not found:
         raise UnknownCustomer(f"no customer {customer_id!r} in the ledger")
     return found[0]
-
-
-async def customer_ids(conn: AsyncConnection) -> list[str]:
-    return list((await conn.execute(select(t.customers.c.id).order_by(t.customers.c.id))).scalars())
