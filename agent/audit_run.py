@@ -189,16 +189,13 @@ def audit_all_sync(
     chunk_size: int = CHUNK_SIZE,
     workers: int = 1,
     progress: Progress | None = None,
-    meanwhile: Callable[[], object] | None = None,
     *,
     lo: str | None = None,
     hi: str | None = None,
 ) -> AuditReport:
     """Every customer's findings, in customer order; with `lo`/`hi`, only those with an id in [lo, hi]
     (one shard of the bot's daily sweep), on one worker. as_of defaults to the latest invoice issue date.
-    `progress`, if given, is called after each batch with (customers done, customers in all);
-    `meanwhile` once the worker processes run (e.g. the caller's next imports): with one worker, not at
-    all. Not before: a process forked while another thread imports could inherit a held import lock."""
+    `progress`, if given, is called after each batch with (customers done, customers in all)."""
     from engine.ledger_stream import customer_ids
 
     with _connect(url) as conn:
@@ -221,8 +218,6 @@ def audit_all_sync(
     done = 0
     with ProcessPoolExecutor(max_workers=workers) as executor:
         futures = {executor.submit(_worker, url, as_of, lo, hi): n for n, (lo, hi) in enumerate(ranges)}
-        if meanwhile is not None:  # every worker is forked by the first submit (the fork start method)
-            meanwhile()
         for future in as_completed(futures):
             parts[futures[future]] = part = future.result()
             done += part.customers
@@ -239,11 +234,10 @@ async def audit_all(
     chunk_size: int = CHUNK_SIZE,
     workers: int = 1,
     progress: Progress | None = None,
-    meanwhile: Callable[[], object] | None = None,
     *,
     lo: str | None = None,
     hi: str | None = None,
 ) -> AuditReport:
     """audit_all_sync on a thread, so an event loop (the bot's daily sweep) is not held up by it."""
     run = functools.partial(audit_all_sync, lo=lo, hi=hi)
-    return await asyncio.to_thread(run, url, as_of, chunk_size, workers, progress, meanwhile)
+    return await asyncio.to_thread(run, url, as_of, chunk_size, workers, progress)

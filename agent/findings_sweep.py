@@ -23,78 +23,39 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from datetime import date, datetime
+from collections.abc import Sequence
+from datetime import date
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import ARRAY, Numeric, Text, and_, bindparam, func, select, text, tuple_, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy import and_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from agent.audit_run import CHUNK_SIZE, AuditReport, Progress, audit_all, latest_issue_date
-from agent.auditor import Finding
+from agent.audit_run import AuditReport, Progress, audit_all, latest_issue_date
+from agent.findings_record import (
+    OPEN_NOTE,
+    Key,
+    SweepFinding,
+    SweepResult,
+    current_findings,
+    key_of,
+    mark_listed,
+    record_findings,
+    record_sweep,
+)
 from approvals import activity
-from approvals.models import NoteStatus
 from engine import schema as t
 from engine.db import create_engine
 from engine.money import fmt, money
 
-OPEN_NOTE = (NoteStatus.DRAFT, NoteStatus.APPROVED)
+__all__ = ["OPEN_NOTE", "Key", "SweepFinding", "SweepResult", "key_of", "record_sweep"]
+
 DIGEST_LOCK = "billsleuth:findings-digest"  # one digest claims at a time, across processes
 POSTED = "sweep.posted"  # activity_log: a digest listed these findings
 DAILY_RUN = "sweep.daily_run"  # activity_log: the bot's daily findings sweep ran for this UTC day
 SHARD_PLAN = "sweep.shard_plan"  # activity_log: the id ranges a day's sweep is split into
 SHARD_DONE = "sweep.shard_done"  # activity_log: one shard of a day's sweep was audited and recorded
 SHARDS = 8  # the daily sweep's customers split this many ways across bot processes
-
-Key = tuple[str, Decimal]  # (invoice id, overcharge)
-
-
-@dataclass(frozen=True)
-class SweepFinding:
-    """One finding as the sweep recorded it."""
-
-    customer_id: str
-    invoice_id: str
-    root_cause: str
-    overcharge: Decimal
-    currency: str
-    first_seen: datetime
-    posted_at: datetime | None = None
-    case_id: str | None = None
-
-    @property
-    def key(self) -> Key:
-        return (self.invoice_id, self.overcharge)
-
-    def as_json(self) -> dict[str, Any]:
-        """The `sweep --json` shape of one finding (DESIGN.md §3)."""
-        return {
-            "customer_id": self.customer_id,
-            "invoice_id": self.invoice_id,
-            "root_cause": self.root_cause,
-            "overcharge": fmt(self.overcharge),
-            "currency": self.currency,
-            "first_seen": self.first_seen.isoformat(),
-            "posted": self.posted_at is not None,
-        }
-
-
-@dataclass
-class SweepResult:
-    as_of: date
-    customers: int
-    findings: list[SweepFinding]  # current, not being credited, in the audit's (customer) order
-    refused: list[tuple[str, str]] = field(default_factory=list)  # (customer id, why the rules refused it)
-
-    @property
-    def keys(self) -> list[Key]:
-        return [f.key for f in self.findings]
-
-    def as_json(self) -> dict[str, Any]:
-        return {"as_of": self.as_of.isoformat(), "findings": [f.as_json() for f in self.findings]}
 
 
 async def run_findings_sweep(
@@ -105,57 +66,11 @@ async def run_findings_sweep(
     return await record_sweep(url, await audit_all(url, as_of, workers=workers, progress=progress))
 
 
-async def record_sweep(url: str, report: AuditReport) -> SweepResult:
-    """An audit's findings recorded, and the current ones nobody is crediting yet (run_findings_sweep's
-    second half: `billsleuth sweep` imports this module while the audit's workers run)."""
-    engine = create_engine(url)
-    try:
-        async with engine.begin() as conn:
-            await record_findings(conn, report.findings)
-            current = await current_findings(conn, [_key(f) for f in report.findings])
-    finally:
-        await engine.dispose()
-    return SweepResult(report.as_of, report.customers, current, report.refused)
-
-
-def _key(finding: Finding) -> Key:
-    return (finding.invoice_id, money(finding.overcharge))
-
-
-async def record_findings(conn: AsyncConnection, findings: Sequence[Finding]) -> None:
-    """Insert each finding not seen before; one multi-row statement per chunk, never one per finding.
-    ON CONFLICT DO NOTHING keeps the first `first_seen` of a finding seen again."""
-    for start in range(0, len(findings), CHUNK_SIZE):
-        rows = [
-            {
-                "invoice_id": f.invoice_id,
-                "overcharge": money(f.overcharge),
-                "customer_id": f.customer_id,
-                "root_cause": f.root_cause,
-                "currency": f.currency,
-            }
-            for f in findings[start : start + CHUNK_SIZE]
-        ]
-        await conn.execute(pg_insert(t.sweep_findings).values(rows).on_conflict_do_nothing())
-
-
-def _among(keys: Sequence[Key]) -> Any:
-    """`(invoice_id, overcharge)` is one of `keys`: two array parameters, however many keys."""
-    invoices = bindparam("key_invoices", [k[0] for k in keys], type_=ARRAY(Text))
-    amounts = bindparam("key_amounts", [k[1] for k in keys], type_=ARRAY(Numeric(12, 2)))
-    pairs = select(
-        func.unnest(invoices).label("invoice_id"), func.unnest(amounts).label("overcharge")
-    ).subquery()
-    sf = t.sweep_findings.c
-    return tuple_(sf.invoice_id, sf.overcharge).in_(select(pairs.c.invoice_id, pairs.c.overcharge))
-
-
-def _not_being_credited() -> Any:
-    notes = t.credit_notes.c
-    open_note = select(notes.id).where(
-        notes.invoice_id == t.sweep_findings.c.invoice_id, notes.status.in_([str(s) for s in OPEN_NOTE])
-    )
-    return ~open_note.exists()
+async def driver(conn: AsyncConnection) -> Any:
+    """The psycopg connection under a SQLAlchemy one, in the same transaction: agent.findings_record's
+    statements run on it."""
+    raw = await conn.get_raw_connection()
+    return raw.driver_connection
 
 
 def _finding(row: Any) -> SweepFinding:
@@ -171,34 +86,13 @@ def _finding(row: Any) -> SweepFinding:
     )
 
 
-def _in_order(rows: Iterable[Any], keys: Sequence[Key]) -> list[SweepFinding]:
-    found = {(r.invoice_id, r.overcharge): _finding(r) for r in rows}
-    return [found[k] for k in keys if k in found]
-
-
-async def current_findings(conn: AsyncConnection, keys: Sequence[Key]) -> list[SweepFinding]:
-    """The recorded findings among `keys` (what the audit finds now) whose invoice has no open note."""
-    if not keys:
-        return []
-    rows = await conn.execute(select(t.sweep_findings).where(_among(keys), _not_being_credited()))
-    return _in_order(rows, keys)
-
-
 async def claim_unposted(conn: AsyncConnection, keys: Sequence[Key]) -> list[SweepFinding]:
     """The current findings no digest listed yet, locked for the caller's transaction, which posts the
     digest and then marks them (mark_posted) before it commits. Claims are taken one digest at a time
     (an advisory lock), so a concurrent digest waits and then finds them posted; if posting fails the
     transaction rolls back and nothing is marked."""
     await conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": DIGEST_LOCK})
-    if not keys:
-        return []
-    sf = t.sweep_findings.c
-    rows = await conn.execute(
-        select(t.sweep_findings)
-        .where(_among(keys), sf.posted_at.is_(None), _not_being_credited())
-        .with_for_update()
-    )
-    return _in_order(rows, keys)
+    return await current_findings(await driver(conn), keys, unposted=True)
 
 
 async def mark_posted(
@@ -214,11 +108,7 @@ async def mark_posted(
     """The digest at (channel, ts) listed these findings: never listed again; on record."""
     if not findings:
         return
-    await conn.execute(
-        update(t.sweep_findings)
-        .where(_among([f.key for f in findings]))
-        .values(posted_at=func.now(), channel=channel, ts=ts)
-    )
+    await mark_listed(await driver(conn), [f.key for f in findings], channel, ts)
     await activity.record(
         conn,
         actor_type,
@@ -347,7 +237,7 @@ async def audit_free_shards(url: str, day: date, *, by: str = "") -> list[int]:
                 if not got.scalar_one() or await _shard_done(conn, day, shard):
                     continue
                 report = await audit_all(url, as_of, lo=lo, hi=hi)
-                await record_findings(conn, report.findings)
+                await record_findings(await driver(conn), report.findings)
                 await _record_shard_done(conn, day, shard, len(plan), report, by or this_process())
             audited.append(shard)
     finally:
@@ -405,6 +295,6 @@ async def day_result(conn: AsyncConnection, day: date) -> SweepResult | None:
     return SweepResult(
         max(date.fromisoformat(d["as_of"]) for d in parts),
         sum(int(d["customers"]) for d in parts),
-        await current_findings(conn, keys),
+        await current_findings(await driver(conn), keys),
         [(str(c), str(why)) for d in parts for c, why in d["refused"]],
     )

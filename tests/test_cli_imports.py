@@ -37,11 +37,11 @@ sys.exit(code)
 """
 
 
-def run_probe(url: str, *args: str) -> tuple[int, list[str], str]:
+def run_probe(url: str, *args: str, heavy: tuple[str, ...] = HEAVY) -> tuple[int, list[str], str]:
     env = {**os.environ, "DATABASE_URL": url}
     done = subprocess.run(
         [sys.executable, "-c", PROBE, *args],
-        input=json.dumps(HEAVY),
+        input=json.dumps(heavy),
         capture_output=True,
         text=True,
         env=env,
@@ -88,3 +88,15 @@ def test_opening_a_case_still_loads_the_graph_when_it_runs_one(seeded_db_url: st
     assert code == 0, out
     assert "langgraph" in heavy
     assert json.loads(out)["status"] in ("explained", "awaiting_approval", "escalated")
+
+
+@pytest.mark.parametrize("args", [["audit", "--all", "--json"], ["sweep", "--json"]], ids=" ".join)
+def test_the_audit_and_the_sweep_read_and_record_without_sqlalchemy(
+    seeded_db_url: str, args: list[str]
+) -> None:
+    """Importing SQLAlchemy takes longer here than auditing 3,000 customers: the audit streams on plain
+    psycopg and the sweep records its findings on it too (agent.findings_record)."""
+    code, heavy, out = run_probe(seeded_db_url, *args, heavy=("sqlalchemy", "pydantic", *HEAVY))
+    assert code == 0, out
+    assert heavy == []
+    assert json.loads(out)["findings"]

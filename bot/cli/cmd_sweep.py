@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from bot.cli.common import CommandError, print_json, warn
 
 if TYPE_CHECKING:
-    from agent.findings_sweep import SweepResult
+    from agent.findings_record import SweepResult
     from bot.config import SlackSettings
     from bot.flows.digest import PostedDigest
 
@@ -79,37 +79,25 @@ async def _sweep(
     from agent.audit_run import audit_all, default_workers
     from bot.cli.progress import progress_bar
 
-    def load_the_recorder() -> None:  # SQLAlchemy and approvals: while the workers audit, not after
-        import agent.findings_sweep  # noqa: F401
-
     bar = progress_bar("sweep")
     try:
-        report = await audit_all(
-            url,
-            args.as_of,
-            workers=args.workers or default_workers(),
-            progress=bar,
-            meanwhile=load_the_recorder,
-        )
+        report = await audit_all(url, args.as_of, workers=args.workers or default_workers(), progress=bar)
     finally:
         if bar is not None:
             bar.close()
-    from agent.findings_sweep import record_sweep
+    from agent.findings_record import record_sweep
 
     result = await record_sweep(url, report)
     if slack is None:
         return result, None
     posted = await _post(url, result, slack)
     if posted is not None:  # what --json prints says which findings the digest just listed
-        from agent.findings_sweep import current_findings
-        from engine.db import create_engine
+        import psycopg
 
-        engine = create_engine(url)
-        try:
-            async with engine.connect() as conn:
-                result.findings = await current_findings(conn, result.keys)
-        finally:
-            await engine.dispose()
+        from agent.findings_record import current_findings
+
+        async with await psycopg.AsyncConnection.connect(url, prepare_threshold=None) as conn:
+            result.findings = await current_findings(conn, result.keys)
     return result, posted
 
 
