@@ -12,10 +12,12 @@ The SDK is imported inside the functions: `doctor` reads the settings without lo
 
 from __future__ import annotations
 
+import errno
 import hmac
 import json
 import logging
 import re
+import socket
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +46,27 @@ class McpSettings(EnvSettings):
 
 class NoToken(Exception):
     """`--http` without BILLSLEUTH_MCP_TOKEN: the server would be open to anyone who can reach the port."""
+
+
+class PortInUse(Exception):
+    """Another process listens on the port `--http` was asked to serve on."""
+
+
+def listening_socket(port: int) -> socket.socket:
+    """The server's socket on HOST:port, bound before anything starts, so that a port in use is one line
+    (uvicorn, left to bind it, logs the error and exits from inside its task with a traceback)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart need not wait out TIME_WAIT
+    try:
+        sock.bind((HOST, port))
+    except OSError as error:
+        sock.close()
+        if error.errno == errno.EADDRINUSE:
+            raise PortInUse(
+                f"cannot serve MCP on {HOST}:{port}: the port is in use; choose another with --port"
+            ) from None
+        raise
+    return sock
 
 
 def actor_for(client_name: str | None) -> str:
@@ -185,6 +208,7 @@ async def serve_http(url: str, port: int, token: str, on_ready: Callable[[str], 
 
     from engine.db import create_engine
 
+    sock = listening_socket(port)
     engine = create_engine(url)
     try:
         app = build_server(engine).streamable_http_app(
@@ -197,11 +221,12 @@ async def serve_http(url: str, port: int, token: str, on_ready: Callable[[str], 
         )
         config = uvicorn.Config(app, host=HOST, port=port, log_level="warning", lifespan="on")
         server = _graceful_server_class()(config)
-        serving = asyncio.create_task(server.serve())
+        serving = asyncio.create_task(server.serve(sockets=[sock]))
         while not server.started and not serving.done():
             await asyncio.sleep(0.05)
         if server.started and on_ready is not None:
             on_ready(f"http://{HOST}:{port}{PATH}")
-        await serving  # a port already taken ends it here (uvicorn logs why and exits 1)
+        await serving
     finally:
+        sock.close()
         await engine.dispose()

@@ -261,6 +261,27 @@ def test_http_without_a_token_refuses_to_start_in_one_line(seeded_db_url: str) -
         assert done.stdout == ""
 
 
+def test_http_on_a_port_in_use_refuses_in_one_line(seeded_db_url: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [str(BILLSLEUTH), "mcp", "--http", "--port", str(port)],
+            env=server_env(seeded_db_url, BILLSLEUTH_MCP_TOKEN="t" * 32),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"billsleuth: error: cannot serve MCP on 127.0.0.1:{port}: the port is in use; choose another with "
+        "--port"
+    )
+    assert done.stdout == ""
+
+
 async def test_a_call_outside_any_case_records_its_customer_on_the_trail(seeded_db: AsyncEngine) -> None:
     from agent.tools import call_tool_for_customer
 

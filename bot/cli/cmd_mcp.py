@@ -35,7 +35,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
-    from agent.mcp_server import McpSettings, NoToken, require_token, serve_http, serve_stdio
+    from agent.mcp_server import (
+        McpSettings,
+        NoToken,
+        PortInUse,
+        require_token,
+        serve_http,
+        serve_stdio,
+    )
     from bot.cli.common import ready_database
     from engine.logcontext import setup_logging
     from engine.settings import SettingsError
@@ -52,7 +59,10 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(str(error)) from None
     url = ready_database()
     if args.http:
-        asyncio.run(serve_http(url, port, token, on_ready=_announce))
+        try:
+            asyncio.run(serve_http(url, port, token, on_ready=_announce))
+        except PortInUse as error:
+            raise CommandError(str(error), 1) from None
     else:
         asyncio.run(serve_stdio(url))
     return 0
