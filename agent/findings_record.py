@@ -21,14 +21,13 @@ from typing import TYPE_CHECKING, Any
 
 from agent.audit_run import CHUNK_SIZE, AuditReport
 from agent.auditor import Finding
-from approvals.models import NoteStatus
+from approvals.models import OPEN_NOTES
 from engine.money import fmt, money
 
 if TYPE_CHECKING:
     import psycopg
 
 Key = tuple[str, Decimal]  # (invoice id, overcharge)
-OPEN_NOTE = (NoteStatus.DRAFT, NoteStatus.APPROVED)
 
 _COLUMNS = "customer_id, invoice_id, root_cause, overcharge, currency, first_seen, posted_at, case_id"
 # (invoice_id, overcharge) is one of the keys: two array parameters, however many keys.
@@ -101,7 +100,7 @@ def among(keys: Sequence[Key]) -> dict[str, Any]:
     return {
         "key_invoices": [k[0] for k in keys],
         "key_amounts": [k[1] for k in keys],
-        "open_note": [str(s) for s in OPEN_NOTE],
+        "open_note": [str(s) for s in OPEN_NOTES],
     }
 
 

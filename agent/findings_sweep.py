@@ -33,7 +33,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agent.audit_run import AuditReport, Progress, audit_all, latest_issue_date
 from agent.findings_record import (
-    OPEN_NOTE,
     Key,
     SweepFinding,
     SweepResult,
@@ -48,7 +47,7 @@ from engine import schema as t
 from engine.db import create_engine
 from engine.money import fmt, money
 
-__all__ = ["OPEN_NOTE", "Key", "SweepFinding", "SweepResult", "key_of", "record_sweep"]
+__all__ = ["Key", "SweepFinding", "SweepResult", "key_of", "record_sweep"]
 
 DIGEST_LOCK = "billsleuth:findings-digest"  # one digest claims at a time, across processes
 POSTED = "sweep.posted"  # activity_log: a digest listed these findings

@@ -30,6 +30,17 @@ class NoteStatus(StrEnum):
 
 # Notes that may still be issued: they count against what is owed on their invoice.
 OPEN_NOTES = (NoteStatus.DRAFT, NoteStatus.APPROVED)
+
+
+@dataclass(frozen=True)
+class OpenNote:
+    """The open credit note on an invoice: whoever finds that invoice overpaid is told who is settling it."""
+
+    id: str
+    case_id: str | None
+    status: str
+
+
 # What counts against the paid total when drafting: approved or already issued.
 CREDITED_NOTES = (NoteStatus.APPROVED, NoteStatus.ISSUED)
 # Notes that ended without money leaving: the customer reply promises nothing.

@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import Row, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from approvals.models import CreditNoteView, NoteStatus, UnknownCreditNote, Vote
+from approvals.models import OPEN_NOTES, CreditNoteView, NoteStatus, OpenNote, UnknownCreditNote, Vote
 from engine import schema as t
 
 APPROVE = "approve"
@@ -137,3 +137,17 @@ async def credit_note_for_case(engine: AsyncEngine, case_id: str) -> CreditNoteV
     """The case's latest note, or None when it has none."""
     notes = await credit_notes_for_case(engine, case_id)
     return notes[-1] if notes else None
+
+
+async def open_notes_on(conn: AsyncConnection, invoice_ids: Sequence[str]) -> dict[str, OpenNote]:
+    """invoice id → the open (draft or approved) credit note on it, for the invoices that have one (at
+    most one each: drafting refuses a second)."""
+    if not invoice_ids:
+        return {}
+    notes = t.credit_notes.c
+    rows = await conn.execute(
+        select(notes.invoice_id, notes.id, notes.case_id, notes.status)
+        .where(notes.invoice_id.in_(list(invoice_ids)), notes.status.in_(OPEN_NOTES))
+        .order_by(notes.id)
+    )
+    return {row.invoice_id: OpenNote(row.id, row.case_id, row.status) for row in rows}

@@ -32,6 +32,12 @@ class DigestItem:
     customer_name: str
     root_cause: str
     case_id: str | None = None  # the case opened from its `Open case`
+    credited_by: str | None = None  # the open credit note another case has on its invoice
+
+    @property
+    def settled_elsewhere(self) -> bool:
+        """Its button gives way: a case was opened from it, or its invoice is being credited."""
+        return self.case_id is not None or self.credited_by is not None
 
     def value(self, as_of: date) -> str:
         """The `Open case` button's value: the finding's key, and the date the digest's audit judged up
@@ -94,7 +100,11 @@ def _line(item: DigestItem) -> str:
     who = f"{clip(item.customer_name, MAX_NAME)} (`{item.customer_id}`)"
     money = amount(item.overcharge, item.currency)
     line = f"*{money}* on `{item.invoice_id}` · {who} · {humanise(item.root_cause)}"
-    return line if item.case_id is None else f"{line} · case `{item.case_id}` opened"
+    if item.case_id is not None:
+        return f"{line} · case `{item.case_id}` opened"
+    if item.credited_by is not None:
+        return f"{line} · being credited by `{item.credited_by}`"
+    return line
 
 
 def digest_message(view: DigestView) -> Message:
@@ -102,7 +112,7 @@ def digest_message(view: DigestView) -> Message:
     case id), each redraw a new revision of block ids so a click on an older one is recognisable."""
     key = view.as_of.isoformat()
     items = list(view.items)
-    revision = sum(i.case_id is not None for i in items)
+    revision = sum(i.settled_elsewhere for i in items)
     shown = shown_findings(items)
     headline = f"Findings sweep: {_count(len(items), 'new overcharge')}"
     intro = (
@@ -115,7 +125,7 @@ def digest_message(view: DigestView) -> Message:
     ]
     for n, item in enumerate(shown):
         row = section(block_id("sweep", key, f"f{n}", revision), _line(item))
-        if item.case_id is None:
+        if not item.settled_elsewhere:
             row["accessory"] = button("Open case", SWEEP_OPEN_CASE_ACTION_ID, item.value(view.as_of))
         blocks.append(row)
     rest = len(items) - len(shown)
@@ -141,3 +151,11 @@ def finding_notice(text: str) -> Message:
 
 def finding_had_case(invoice_id: str, case_id: str) -> Message:
     return finding_notice(f"`{invoice_id}` already has case `{case_id}`; no second case was opened.")
+
+
+def finding_being_credited(invoice_id: str, credit_note_id: str, case_id: str | None) -> Message:
+    """Since the digest was posted, another case drafted a note on the finding's invoice."""
+    case = f" (case `{case_id}`)" if case_id else ""
+    return finding_notice(
+        f"`{invoice_id}` is already being credited by `{credit_note_id}`{case}; no case was opened."
+    )

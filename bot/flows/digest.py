@@ -19,9 +19,16 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from agent import findings_sweep
 from agent.customers import FoundBy
 from agent.findings_sweep import SweepFinding, SweepResult
-from approvals import activity
+from approvals import activity, queries
+from approvals.models import OpenNote
 from bot import store
-from bot.cards.digest import digest_message, finding_had_case, finding_notice, read_finding_value
+from bot.cards.digest import (
+    digest_message,
+    finding_being_credited,
+    finding_had_case,
+    finding_notice,
+    read_finding_value,
+)
 from bot.flows.investigate import investigate, tell_not_allowed_to_open
 from bot.flows.notify import tell
 from bot.presenters.digest import digest_view, posted_digest_view
@@ -125,9 +132,14 @@ async def open_case_from_finding(
         await tell(runtime, user_id, finding_notice("This button is out of date."), channel=channel)
         return
     request: CaseRequest | None = None
+    crediting: OpenNote | None = None
     async with runtime.engine.begin() as conn:  # the finding stays locked until its case is linked
         finding = await findings_sweep.finding_for_case(conn, clicked.invoice_id, clicked.overcharge)
         if finding is not None and finding.case_id is None:
+            # Since the digest was posted, a mention may have drafted a note on this invoice: a case
+            # opened now would only have its draft refused.
+            crediting = (await queries.open_notes_on(conn, [finding.invoice_id])).get(finding.invoice_id)
+        if finding is not None and finding.case_id is None and crediting is None:
             request = CaseRequest(
                 finding.customer_id, sweep_question(finding), user_id, channel, thread_ts, FoundBy.ID
             )
@@ -136,6 +148,10 @@ async def open_case_from_finding(
     if finding is None:
         gone = finding_notice(f"There is no finding {clicked.invoice_id} {clicked.overcharge} any more.")
         await tell(runtime, user_id, gone, channel=channel, thread_ts=thread_ts)
+    elif crediting is not None:
+        told = finding_being_credited(finding.invoice_id, crediting.id, crediting.case_id)
+        await tell(runtime, user_id, told, channel=channel, thread_ts=thread_ts)
+        await redraw_digest(runtime, channel, digest_ts, clicked.as_of)
     elif request is None:
         assert finding.case_id is not None
         had = finding_had_case(finding.invoice_id, finding.case_id)

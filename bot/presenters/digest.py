@@ -9,6 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from agent.findings_sweep import SweepFinding, posted_in
+from approvals import queries
 from bot.cards.digest import DigestItem, DigestView
 from engine import schema
 
@@ -19,6 +20,7 @@ async def digest_view(conn: AsyncConnection, findings: Sequence[SweepFinding], a
     ids = sorted({f.customer_id for f in findings})
     rows = await conn.execute(select(customers.id, customers.name).where(customers.id.in_(ids)))
     names = {row.id: row.name for row in rows}
+    crediting = await queries.open_notes_on(conn, [f.invoice_id for f in findings if f.case_id is None])
     items = tuple(
         DigestItem(
             f.invoice_id,
@@ -28,6 +30,7 @@ async def digest_view(conn: AsyncConnection, findings: Sequence[SweepFinding], a
             names.get(f.customer_id, ""),
             f.root_cause,
             f.case_id,
+            note.id if (note := crediting.get(f.invoice_id)) else None,
         )
         for f in findings
     )

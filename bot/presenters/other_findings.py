@@ -7,13 +7,11 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from approvals.models import OPEN_NOTES
+from approvals import queries
 from bot import store
 from bot.cards.models import OtherFindingView
-from engine import schema
 
 
 async def other_finding_views(
@@ -21,30 +19,17 @@ async def other_finding_views(
 ) -> list[OtherFindingView]:
     others = list(others)
     linked = await store.linked_cases_in(conn, case_id)
-    crediting = await _open_notes_on(conn, [str(o["invoice_id"]) for o in others])
+    crediting = await queries.open_notes_on(conn, [str(o["invoice_id"]) for o in others])
     return [
         OtherFindingView(
             invoice_id=str(o["invoice_id"]),
             root_cause=str(o["root_cause"]),
             overcharge=Decimal(str(o["overcharge"])),
             linked_case_id=linked.get(str(o["invoice_id"])),
-            credited_by=crediting.get(str(o["invoice_id"])),
+            credited_by=note.id if (note := crediting.get(str(o["invoice_id"]))) else None,
         )
         for o in others
     ]
-
-
-async def _open_notes_on(conn: AsyncConnection, invoice_ids: list[str]) -> dict[str, str]:
-    """invoice id → the open (draft or approved) credit note on it, for the invoices that have one."""
-    if not invoice_ids:
-        return {}
-    notes = schema.credit_notes.c
-    rows = await conn.execute(
-        select(notes.invoice_id, notes.id)
-        .where(notes.invoice_id.in_(invoice_ids), notes.status.in_(OPEN_NOTES))
-        .order_by(notes.id)
-    )
-    return {row.invoice_id: row.id for row in rows}
 
 
 async def other_finding_views_of(

@@ -213,3 +213,36 @@ async def test_two_clicks_at_once_on_one_finding_open_one_case(
     assert len(bot_replies(slack, SWEEP, digest.ts)) == 1
     told = [e.text for who in (SUPPORT, FINANCE[1]) for e in slack.ephemerals(who)]
     assert len(told) == 1 and "already has case" in told[0]
+
+
+async def test_a_click_on_a_finding_someone_began_crediting_since_opens_nothing_and_shows_the_note(
+    slack: SlackRecorder, digest_bot: RunningBot, signed: SignedClient
+) -> None:
+    """The digest was right when posted; a mention then drafted a note on one of its invoices. Its `Open
+    case` says so instead of opening a case that drafting would refuse, and the digest shows the note."""
+    await daily_findings_digest(digest_bot.runtime, now=at(2, 7))
+    (digest,) = slack.messages(SWEEP)
+    seen = snapshot(digest)
+    sf = schema.sweep_findings.c
+    for value in [b["value"] for b in open_case_buttons(digest)]:
+        async with digest_bot.runtime.engine.connect() as conn:
+            customer_id = (
+                await conn.execute(select(sf.customer_id).where(sf.invoice_id == value.split()[0]))
+            ).scalar_one()
+        sc = scenario(customer_id)
+        if sc["truth"]["invoice_ids"][0] == value.split()[0]:
+            break
+    opened = await open_case(slack, signed, digest_bot, sc)  # a mention: drafts the note on that invoice
+    assert opened.credit_note_id is not None
+
+    click = p.click(seen, user=SUPPORT, channel=SWEEP, action_id=SWEEP_OPEN_CASE_ACTION_ID, value=value)
+    assert (await signed.send(click)).status == 200
+    await digest_bot.settled()
+    assert await count(digest_bot, schema.cases) == 1
+    assert bot_replies(slack, SWEEP, digest.ts) == []
+    told = slack.ephemerals(SUPPORT)[-1].text
+    assert f"`{value.split()[0]}` is already being credited by `{opened.credit_note_id}`" in told
+    assert f"case `{opened.case_id}`" in told
+    assert_valid_blocks(digest.blocks)  # redrawn: that finding shows its note instead of a button
+    assert f"being credited by `{opened.credit_note_id}`" in all_text(digest.blocks)
+    assert value not in [b["value"] for b in open_case_buttons(digest)]
