@@ -33,7 +33,7 @@ from approvals import activity, cancelling, decisions, expiry, issuing, policy_s
 from approvals.config import ApprovalSettings
 from approvals.models import NO_MONEY, ApprovalRefused, CreditNoteView, DecisionOutcome, NoteStatus, Rule
 from engine import schema
-from engine.db import create_engine
+from engine.db import create_engine, reading
 from engine.logcontext import bind
 
 if TYPE_CHECKING:
@@ -254,15 +254,15 @@ class CaseService:
     # ---- reading ----
 
     async def case_row(self, case_id: str) -> Any:
-        async with self.engine.connect() as conn:
+        async with reading(self.engine) as conn:
             return await case_row_in(conn, case_id)
 
     async def show_case(self, case_id: str) -> dict[str, Any]:
-        async with self.engine.connect() as conn:
+        async with reading(self.engine) as conn:
             row = await case_row_in(conn, case_id)
             model_cost = await case_model_cost(conn, case_id)
-        note = await queries.credit_note_for_case(self.engine, case_id)
-        return case_json(row, note, model_cost)
+            notes = await queries.credit_notes_for_case_in(conn, case_id)  # one checkout for the three
+        return case_json(row, notes[-1] if notes else None, model_cost)
 
     async def state_of(self, case_id: str) -> Any:
         return await self.graph.aget_state(self._config(case_id))

@@ -23,6 +23,7 @@ from agent.cases import CaseService
 from agent.state import SETTLED, UNFINISHED, CaseStatus
 from approvals.models import NoteStatus
 from engine import schema
+from engine.db import reading
 
 LOCAL_LOCK_STRIPES = 64
 MAX_LOCK_HOLDERS = 4  # with the case locks' 6 (agent.cases), 10 of the pool's 15 connections at most
@@ -72,7 +73,7 @@ async def claim(engine: AsyncEngine, key: str, case_id: str | None = None) -> bo
 
 
 async def is_claimed(engine: AsyncEngine, key: str) -> bool:
-    async with engine.connect() as conn:
+    async with reading(engine) as conn:
         found = await conn.execute(
             select(schema.slack_events.c.event_id).where(schema.slack_events.c.event_id == key)
         )
@@ -248,7 +249,7 @@ async def maybe_behind(engine: AsyncEngine) -> list[tuple[str, str | None]]:
         )
         .order_by(cases.created_at, cases.id)
     )
-    async with engine.connect() as conn:
+    async with reading(engine) as conn:
         return [(row.id, row.drawn_state) for row in await conn.execute(query)]
 
 
@@ -388,7 +389,7 @@ async def requesters_of(engine: AsyncEngine, case_ids: list[str]) -> set[str]:
     if not case_ids:
         return set()
     cases = schema.cases.c
-    async with engine.connect() as conn:
+    async with reading(engine) as conn:
         return set((await conn.execute(select(cases.requester).where(cases.id.in_(case_ids)))).scalars())
 
 
