@@ -33,7 +33,7 @@ from approvals import activity, cancelling, decisions, expiry, issuing, policy_s
 from approvals.config import ApprovalSettings
 from approvals.models import NO_MONEY, ApprovalRefused, CreditNoteView, DecisionOutcome, NoteStatus, Rule
 from engine import schema
-from engine.db import create_engine, reading
+from engine.db import autocommit, create_engine, reading
 from engine.logcontext import bind
 
 if TYPE_CHECKING:
@@ -187,7 +187,7 @@ class CaseService:
     async def _take_up(self, case_id: str, message_ts: str | None = None) -> bool:
         """queued → investigating, under the case lock; False when another run already took it up."""
         cases = schema.cases.c
-        async with self.engine.begin() as conn:
+        async with autocommit(self.engine) as conn:  # one UPDATE … RETURNING: a compare-and-set
             taken = await conn.execute(
                 update(schema.cases)
                 .where(cases.id == case_id, cases.status == CaseStatus.QUEUED)
@@ -745,7 +745,8 @@ class CaseService:
         """Hold the case's advisory lock (one graph run per case across processes); yields whether it
         was taken — always True when waiting, False when `wait=False` and another process holds it."""
         key = {"key": f"case:{case_id}"}
-        async with self._lock_holders, self.engine.connect() as conn:
+        # A session-level lock needs no transaction: in autocommit, no BEGIN and COMMIT around the run.
+        async with self._lock_holders, autocommit(self.engine) as conn:
             if wait:
                 await conn.execute(text("SELECT pg_advisory_lock(hashtext(:key))"), key)
                 taken = True

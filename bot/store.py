@@ -23,7 +23,7 @@ from agent.cases import CaseService
 from agent.state import SETTLED, UNFINISHED, CaseStatus
 from approvals.models import NoteStatus
 from engine import schema
-from engine.db import reading
+from engine.db import autocommit, reading
 
 LOCAL_LOCK_STRIPES = 64
 MAX_LOCK_HOLDERS = 4  # with the case locks' 6 (agent.cases), 10 of the pool's 15 connections at most
@@ -68,7 +68,7 @@ async def claim(engine: AsyncEngine, key: str, case_id: str | None = None) -> bo
 
     Slack event ids are claimed this way (a retried or twice-delivered event runs once), and so are
     one-off posts such as a case's customer reply."""
-    async with engine.begin() as conn:
+    async with autocommit(engine) as conn:  # one INSERT … ON CONFLICT: atomic by itself
         return await _claim_in(conn, key, case_id)
 
 
@@ -202,14 +202,14 @@ async def record_message(
     where = {"channel": channel, "message_ts": ts}
     if thread_ts is not None:
         where["thread_ts"] = thread_ts
-    async with engine.begin() as conn:
+    async with autocommit(engine) as conn:  # one UPDATE
         await conn.execute(update(cases).where(cases.c.id == case_id).values(**where))
 
 
 async def forget_message(engine: AsyncEngine, case_id: str) -> None:
     """The case's result goes into a new message of its thread (a new round): the old one keeps its card."""
     cases = schema.cases
-    async with engine.begin() as conn:
+    async with autocommit(engine) as conn:  # one UPDATE
         await conn.execute(update(cases).where(cases.c.id == case_id).values(message_ts=None))
 
 
@@ -307,7 +307,7 @@ async def claim_notice(
 ) -> int | None:
     """The right to post this notice, once across processes; None when it was claimed before."""
     notices = schema.approver_notices
-    async with engine.begin() as conn:
+    async with autocommit(engine) as conn:  # one INSERT … ON CONFLICT
         claimed = await conn.execute(
             pg_insert(notices)
             .values(credit_note_id=credit_note_id, recipient=recipient, kind=kind)
@@ -319,20 +319,20 @@ async def claim_notice(
 
 async def record_notice(engine: AsyncEngine, notice_id: int, channel: str, ts: str) -> None:
     notices = schema.approver_notices
-    async with engine.begin() as conn:
+    async with autocommit(engine) as conn:  # one UPDATE
         await conn.execute(update(notices).where(notices.c.id == notice_id).values(channel=channel, ts=ts))
 
 
 async def drop_notice(engine: AsyncEngine, notice_id: int) -> None:
     """Posting it failed: give up the claim, so the next delivery of the change tries again."""
     notices = schema.approver_notices
-    async with engine.begin() as conn:
+    async with autocommit(engine) as conn:  # one DELETE
         await conn.execute(delete(notices).where(notices.c.id == notice_id))
 
 
 async def posted_notices(engine: AsyncEngine, credit_note_id: str) -> list[Notice]:
     n = schema.approver_notices.c
-    async with engine.connect() as conn:
+    async with reading(engine) as conn:
         rows = await conn.execute(
             select(n.id, n.recipient, n.kind, n.channel, n.ts, n.shows)
             .where(n.credit_note_id == credit_note_id, n.ts.is_not(None))
@@ -343,7 +343,7 @@ async def posted_notices(engine: AsyncEngine, credit_note_id: str) -> list[Notic
 
 async def mark_notice(engine: AsyncEngine, notice_id: int, shows: str) -> None:
     notices = schema.approver_notices
-    async with engine.begin() as conn:
+    async with autocommit(engine) as conn:  # one UPDATE
         await conn.execute(update(notices).where(notices.c.id == notice_id).values(shows=shows))
 
 

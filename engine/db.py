@@ -106,12 +106,20 @@ def create_engine(libpq_url: str | None = None, **kwargs: object) -> AsyncEngine
 
 
 @asynccontextmanager
-async def reading(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
-    """A pooled connection for reads that take no locks, in autocommit: no BEGIN before the first read
-    and no ROLLBACK at the end, two round trips fewer than `engine.connect()`. What the reads see is the
-    same: under READ COMMITTED every statement of a transaction takes its own snapshot anyway."""
+async def autocommit(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """A pooled connection in autocommit: each statement commits on its own, with no BEGIN before it and
+    no COMMIT or ROLLBACK after, two round trips fewer than a transaction. For a write that is a single
+    statement (atomic by itself, its triggers included), and for session-level advisory locks."""
     async with engine.connect() as conn:
         yield await conn.execution_options(isolation_level="AUTOCOMMIT")
+
+
+@asynccontextmanager
+async def reading(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """A pooled connection for reads that take no locks, in autocommit: what they see is the same as in a
+    transaction, since under READ COMMITTED every statement takes its own snapshot anyway."""
+    async with autocommit(engine) as conn:
+        yield conn
 
 
 def _replace_if_ended(dbapi_connection: Any, record: Any, proxy: Any) -> None:
