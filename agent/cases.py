@@ -45,6 +45,10 @@ ProgressCallback = Callable[[dict[str, Any]], None]
 WAITING_NODE = "await_approval"
 FINISHED_CHECKPOINT_RETENTION = timedelta(days=30)
 MAX_CASE_LOCK_HOLDERS = 6
+# The service's pool keeps every connection it opens, up to the 15 SQLAlchemy's default allows (5 + 10
+# overflow): overflow connections were closed as soon as they were back, so a burst of mentions opened and
+# closed more than one Postgres backend per mention, each new one warming its catalog caches again.
+POOL_CONNECTIONS = 15
 
 
 RESUBMITTED = "case.resubmitted"  # activity: the requester answered the approver's question
@@ -843,7 +847,7 @@ async def case_service(
     """
     mode = policy or (FIXED if approval_settings is not None else COMMAND)
     own = approval_settings or ApprovalSettings.from_env()
-    engine = create_engine(libpq_url)
+    engine = create_engine(libpq_url, pool_size=POOL_CONNECTIONS, max_overflow=0)
     try:
         settings, differences = await _policy_for(engine, own, mode, actor)
         # The checkpointer's pool once a graph runs; the model clients (shared by every case) once a case
