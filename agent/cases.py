@@ -721,6 +721,9 @@ class CaseService:
                 await activity.record(
                     conn, "system", "billsleuth", f"case.{status}", "case", case_id, details
                 )
+        # Read after the commit: an activity row holds the log's head until its transaction ends, and
+        # every other appender (both processes) waits for it. Still under the case lock.
+        async with reading(self.engine) as conn:
             notes = await queries.credit_notes_for_case_in(conn, case_id)
             model_cost = await case_model_cost(conn, case_id)
         return case_json(row, notes[-1] if notes else None, model_cost)
