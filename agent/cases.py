@@ -111,16 +111,18 @@ class CaseService:
         opened_from: str | None = None,
         found_by: str | None = None,
         linked_from: str | None = None,
+        case_id: str | None = None,
     ) -> str:
         """Record a new case on the caller's connection and return its id: `queued` until an
         investigation slot runs it. Written in the transaction that claims the request (a Slack event),
         so a claimed request always has its case, and recovery finds it whatever stops the process.
         `opened_from`: `cli:<os user>` for a case opened from the CLI (that OS user may not decide it).
-        `linked_from`: the case whose audit found the overcharge this one is opened for."""
+        `linked_from`: the case whose audit found the overcharge this one is opened for. `case_id`: one
+        taken earlier with `new_case_id` on the same transaction (default: the next one)."""
         question = question.strip()
         if not question:
             raise ValueError("the complaint is empty: say what the customer wrote")
-        case_id = await self.new_case_id(conn)
+        case_id = case_id or await self.new_case_id(conn)
         await conn.execute(
             insert(schema.cases).values(
                 id=case_id,

@@ -100,8 +100,12 @@ async def claim_case(
             return Claim(ClaimOutcome.EVENT_SEEN, linked.scalar())
         if not await _claim_in(conn, message_key):
             return Claim(ClaimOutcome.MESSAGE_SEEN, None)  # the event's claim is kept: retries stay silent
-        case_id = await _register_case(service, conn, request, status)
+        # The case's id first and the event linked to it, so that the case's activity row is the
+        # transaction's last statement: it holds the log's head until the commit, and every appender of
+        # both processes waits behind it (approvals/activity.py).
+        case_id = await service.new_case_id(conn)
         await conn.execute(update(events).where(events.c.event_id == event_key).values(case_id=case_id))
+        await _register_case(service, conn, request, status, case_id)
     return Claim(ClaimOutcome.CLAIMED, case_id)
 
 
@@ -117,7 +121,11 @@ async def new_case_in(conn: AsyncConnection, service: CaseService, request: Case
 
 
 async def _register_case(
-    service: CaseService, conn: AsyncConnection, request: CaseRequest, status: str = CaseStatus.QUEUED
+    service: CaseService,
+    conn: AsyncConnection,
+    request: CaseRequest,
+    status: str = CaseStatus.QUEUED,
+    case_id: str | None = None,
 ) -> str:
     return await service.register_case(
         conn,
@@ -128,6 +136,7 @@ async def _register_case(
         thread_ts=request.thread_ts,
         status=status,
         found_by=request.found_by,
+        case_id=case_id,
     )
 
 
