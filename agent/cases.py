@@ -33,7 +33,7 @@ from approvals import activity, cancelling, decisions, expiry, issuing, policy_s
 from approvals.config import ApprovalSettings
 from approvals.models import NO_MONEY, ApprovalRefused, CreditNoteView, DecisionOutcome, NoteStatus, Rule
 from engine import schema
-from engine.db import create_engine
+from engine.db import autocommit, create_engine, reading
 from engine.logcontext import bind
 
 if TYPE_CHECKING:
@@ -45,6 +45,10 @@ ProgressCallback = Callable[[dict[str, Any]], None]
 WAITING_NODE = "await_approval"
 FINISHED_CHECKPOINT_RETENTION = timedelta(days=30)
 MAX_CASE_LOCK_HOLDERS = 6
+# The service's pool keeps every connection it opens, up to the 15 SQLAlchemy's default allows (5 + 10
+# overflow): overflow connections were closed as soon as they were back, so a burst of mentions opened and
+# closed more than one Postgres backend per mention, each new one warming its catalog caches again.
+POOL_CONNECTIONS = 15
 
 
 RESUBMITTED = "case.resubmitted"  # activity: the requester answered the approver's question
@@ -107,16 +111,18 @@ class CaseService:
         opened_from: str | None = None,
         found_by: str | None = None,
         linked_from: str | None = None,
+        case_id: str | None = None,
     ) -> str:
         """Record a new case on the caller's connection and return its id: `queued` until an
         investigation slot runs it. Written in the transaction that claims the request (a Slack event),
         so a claimed request always has its case, and recovery finds it whatever stops the process.
         `opened_from`: `cli:<os user>` for a case opened from the CLI (that OS user may not decide it).
-        `linked_from`: the case whose audit found the overcharge this one is opened for."""
+        `linked_from`: the case whose audit found the overcharge this one is opened for. `case_id`: one
+        taken earlier with `new_case_id` on the same transaction (default: the next one)."""
         question = question.strip()
         if not question:
             raise ValueError("the complaint is empty: say what the customer wrote")
-        case_id = await self.new_case_id(conn)
+        case_id = case_id or await self.new_case_id(conn)
         await conn.execute(
             insert(schema.cases).values(
                 id=case_id,
@@ -187,7 +193,7 @@ class CaseService:
     async def _take_up(self, case_id: str, message_ts: str | None = None) -> bool:
         """queued → investigating, under the case lock; False when another run already took it up."""
         cases = schema.cases.c
-        async with self.engine.begin() as conn:
+        async with autocommit(self.engine) as conn:  # one UPDATE … RETURNING: a compare-and-set
             taken = await conn.execute(
                 update(schema.cases)
                 .where(cases.id == case_id, cases.status == CaseStatus.QUEUED)
@@ -254,15 +260,15 @@ class CaseService:
     # ---- reading ----
 
     async def case_row(self, case_id: str) -> Any:
-        async with self.engine.connect() as conn:
+        async with reading(self.engine) as conn:
             return await case_row_in(conn, case_id)
 
     async def show_case(self, case_id: str) -> dict[str, Any]:
-        async with self.engine.connect() as conn:
+        async with reading(self.engine) as conn:
             row = await case_row_in(conn, case_id)
             model_cost = await case_model_cost(conn, case_id)
-        note = await queries.credit_note_for_case(self.engine, case_id)
-        return case_json(row, note, model_cost)
+            notes = await queries.credit_notes_for_case_in(conn, case_id)  # one checkout for the three
+        return case_json(row, notes[-1] if notes else None, model_cost)
 
     async def state_of(self, case_id: str) -> Any:
         return await self.graph.aget_state(self._config(case_id))
@@ -717,6 +723,9 @@ class CaseService:
                 await activity.record(
                     conn, "system", "billsleuth", f"case.{status}", "case", case_id, details
                 )
+        # Read after the commit: an activity row holds the log's head until its transaction ends, and
+        # every other appender (both processes) waits for it. Still under the case lock.
+        async with reading(self.engine) as conn:
             notes = await queries.credit_notes_for_case_in(conn, case_id)
             model_cost = await case_model_cost(conn, case_id)
         return case_json(row, notes[-1] if notes else None, model_cost)
@@ -745,7 +754,8 @@ class CaseService:
         """Hold the case's advisory lock (one graph run per case across processes); yields whether it
         was taken — always True when waiting, False when `wait=False` and another process holds it."""
         key = {"key": f"case:{case_id}"}
-        async with self._lock_holders, self.engine.connect() as conn:
+        # A session-level lock needs no transaction: in autocommit, no BEGIN and COMMIT around the run.
+        async with self._lock_holders, autocommit(self.engine) as conn:
             if wait:
                 await conn.execute(text("SELECT pg_advisory_lock(hashtext(:key))"), key)
                 taken = True
@@ -842,7 +852,7 @@ async def case_service(
     """
     mode = policy or (FIXED if approval_settings is not None else COMMAND)
     own = approval_settings or ApprovalSettings.from_env()
-    engine = create_engine(libpq_url)
+    engine = create_engine(libpq_url, pool_size=POOL_CONNECTIONS, max_overflow=0)
     try:
         settings, differences = await _policy_for(engine, own, mode, actor)
         # The checkpointer's pool once a graph runs; the model clients (shared by every case) once a case

@@ -2,9 +2,10 @@
 
 The pool is built inside the running event loop, with autocommit (setup() needs it), dict rows (the saver
 reads columns by name) and prepare_threshold=None (safe behind pgbouncer in transaction mode). Each
-connection is checked as it leaves the pool (an empty query, a round trip): after a Postgres restart the
-pool still holds connections the server has ended, and without the check the next graph run gets one and
-fails with AdminShutdown. SQLAlchemy's pool does the same with `pool_pre_ping` (engine.db).
+connection is checked as it leaves the pool: after a Postgres restart the pool still holds connections the
+server has ended, and without the check the next graph run gets one and fails with AdminShutdown. The
+check looks at the socket, not the server (engine.db.ended_by_the_server, as SQLAlchemy's pool does): an
+empty query per checkout was a round trip per checkpoint read or write.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
+from engine.db import ended_by_the_server
 from engine.migrate import Revision
 
 
@@ -31,7 +33,7 @@ async def open_checkpointer(libpq_url: str, max_size: int = 10) -> AsyncIterator
         min_size=1,
         max_size=max_size,
         kwargs={"autocommit": True, "row_factory": dict_row, "prepare_threshold": None},
-        check=AsyncConnectionPool.check_connection,  # a dead connection is replaced, not handed out
+        check=_replace_if_ended,  # a dead connection is replaced, not handed out
         open=False,
     )
     await pool.open(wait=True)
@@ -39,6 +41,12 @@ async def open_checkpointer(libpq_url: str, max_size: int = 10) -> AsyncIterator
         yield AsyncPostgresSaver(pool)  # type: ignore[arg-type]
     finally:
         await pool.close()
+
+
+async def _replace_if_ended(conn: psycopg.AsyncConnection) -> None:
+    if ended_by_the_server(conn):
+        await conn.close()  # closed, the pool replaces it instead of putting it back
+        raise psycopg.OperationalError("the server ended this pooled connection")
 
 
 async def setup_checkpointer(libpq_url: str) -> None:

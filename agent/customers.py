@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agent.intake import AMOUNT, CUSTOMER_ID
 from engine import schema
+from engine.db import reading
 
 EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 # Amounts (intake's pattern) and dates: figures, never part of a name.
@@ -59,7 +60,7 @@ class CustomerMatch:
 
 async def find_customer(engine: AsyncEngine, text: str) -> CustomerMatch:
     customers = schema.customers.c
-    async with engine.connect() as conn:
+    async with reading(engine) as conn:
         by_id = CUSTOMER_ID.search(text)
         if by_id:
             found = await conn.execute(_candidates().where(customers.id == f"C-{by_id.group(1)}"))

@@ -38,6 +38,7 @@ from agent.write_up import COMPLAINT, compose_reply, ungrounded_in_reply
 from approvals import drafting, issuing, queries
 from approvals.models import NO_MONEY, CreditNoteView, NoteStatus, Refused, Rule
 from engine import schema
+from engine.db import reading
 from engine.money import fmt
 
 # Statuses go into the state as plain strings (`.value`): the checkpointer deserialises only the types it
@@ -66,7 +67,7 @@ async def intake(state: CaseState, runtime: Runtime[CaseContext]) -> dict[str, A
     customer_id = state.get("customer_id") or complaint.customer_id
     name: str | None = None
     opened_from: str | None = None
-    async with context.engine.connect() as conn:
+    async with reading(context.engine) as conn:
         if customer_id:
             customers = schema.customers.c
             found = await conn.execute(select(customers.name).where(customers.id == customer_id))

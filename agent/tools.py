@@ -26,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from engine import schema
 from engine.billing import local_date
+from engine.db import reading
 from engine.diff import InvoiceCheck, check_ledger, ledger_as_of
 from engine.ledger import UnknownCustomer, load_ledger, load_price_book
 from engine.model import CustomerLedger, Invoice, PriceBook
@@ -108,7 +109,7 @@ class ToolContext:
         if self.connection is not None:
             yield self.connection
         else:
-            async with self.engine.connect() as conn:
+            async with reading(self.engine) as conn:
                 yield conn
 
     @property

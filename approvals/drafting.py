@@ -131,9 +131,13 @@ async def _draft_once(
     _check_currency(request.amount, await invoice_currency(conn, request.invoice_id))
     await _check_room_on_invoice(conn, request.invoice_id, request.amount)
     await _check_still_owed(conn, request)
-    note = await _insert_note(conn, request, settings, now)
+    note, drafted = await _insert_note(conn, request, settings, now)
     if not await _claim_key(conn, request, note.id, now):
         raise _KeyTakenMeanwhile
+    # Last before the commit: an activity row holds the log's head until then (approvals/activity.py).
+    await activity.record(
+        conn, activity.SYSTEM, activity.BILLSLEUTH, "credit_note.drafted", "credit_note", note.id, drafted
+    )
     return to_view(note, []), True  # a new note has no votes yet
 
 
@@ -238,7 +242,8 @@ async def _check_still_owed(conn: AsyncConnection, request: _Request) -> None:
 
 async def _insert_note(
     conn: AsyncConnection, request: _Request, settings: ApprovalSettings, now: datetime
-) -> Row[Any]:
+) -> tuple[Row[Any], dict[str, Any]]:
+    """The note's row, and what its `credit_note.drafted` activity row says (the caller records it)."""
     number = (await conn.execute(text("SELECT nextval('credit_note_number')"))).scalar_one()
     note_id = f"CN-{number:04d}"
     needed = approvals_needed(request.amount, settings)
@@ -268,27 +273,18 @@ async def _insert_note(
         )
         .returning(*t.credit_notes.c)
     )
-    note = inserted.one()
-    await activity.record(
-        conn,
-        activity.SYSTEM,
-        activity.BILLSLEUTH,
-        "credit_note.drafted",
-        "credit_note",
-        note_id,
-        {
-            "case_id": request.case_id,
-            "invoice_id": request.invoice_id,
-            "amount": request.amount,
-            "reason": request.reason,
-            "root_cause": request.root_cause,
-            "needed": needed,
-            "expires_at": expires_at,
-            "idempotency_key": request.key,
-            "args_hash": digest,
-        },
-    )
-    return note
+    drafted = {
+        "case_id": request.case_id,
+        "invoice_id": request.invoice_id,
+        "amount": request.amount,
+        "reason": request.reason,
+        "root_cause": request.root_cause,
+        "needed": needed,
+        "expires_at": expires_at,
+        "idempotency_key": request.key,
+        "args_hash": digest,
+    }
+    return inserted.one(), drafted
 
 
 async def _claim_key(conn: AsyncConnection, request: _Request, note_id: str, now: datetime) -> bool:

@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from approvals.models import OPEN_NOTES, CreditNoteView, NoteStatus, OpenNote, UnknownCreditNote, Vote
 from engine import schema as t
+from engine.db import reading
 
 APPROVE = "approve"
 REJECT = "reject"
@@ -92,20 +93,20 @@ async def _views(conn: AsyncConnection, notes: Sequence[Row[Any]]) -> list[Credi
 
 async def get_credit_note(engine: AsyncEngine, credit_note_id: str) -> CreditNoteView:
     """The note with its votes. Unknown id → UnknownCreditNote (a LookupError)."""
-    async with engine.connect() as conn:
+    async with reading(engine) as conn:
         return await view_in(conn, credit_note_id)
 
 
 async def approvals_of(engine: AsyncEngine, credit_note_id: str) -> list[Vote]:
     """Every vote on the note, oldest first. Unknown id → UnknownCreditNote (a LookupError)."""
-    async with engine.connect() as conn:
+    async with reading(engine) as conn:
         await note_row_in(conn, credit_note_id)
         return await votes_in(conn, credit_note_id)
 
 
 async def list_pending(engine: AsyncEngine) -> list[CreditNoteView]:
     """Drafts waiting for a decision, oldest first (an overdue one is listed until expiry sweeps it)."""
-    async with engine.connect() as conn:
+    async with reading(engine) as conn:
         notes = (
             await conn.execute(
                 select(t.credit_notes)
@@ -118,7 +119,7 @@ async def list_pending(engine: AsyncEngine) -> list[CreditNoteView]:
 
 async def credit_notes_for_case(engine: AsyncEngine, case_id: str) -> list[CreditNoteView]:
     """Every note drafted for the case, oldest first (a changed amount drafts a second one)."""
-    async with engine.connect() as conn:
+    async with reading(engine) as conn:
         return await credit_notes_for_case_in(conn, case_id)
 
 

@@ -23,6 +23,7 @@ from agent.cases import CaseService
 from agent.state import SETTLED, UNFINISHED, CaseStatus
 from approvals.models import NoteStatus
 from engine import schema
+from engine.db import autocommit, reading
 
 LOCAL_LOCK_STRIPES = 64
 MAX_LOCK_HOLDERS = 4  # with the case locks' 6 (agent.cases), 10 of the pool's 15 connections at most
@@ -67,12 +68,12 @@ async def claim(engine: AsyncEngine, key: str, case_id: str | None = None) -> bo
 
     Slack event ids are claimed this way (a retried or twice-delivered event runs once), and so are
     one-off posts such as a case's customer reply."""
-    async with engine.begin() as conn:
+    async with autocommit(engine) as conn:  # one INSERT … ON CONFLICT: atomic by itself
         return await _claim_in(conn, key, case_id)
 
 
 async def is_claimed(engine: AsyncEngine, key: str) -> bool:
-    async with engine.connect() as conn:
+    async with reading(engine) as conn:
         found = await conn.execute(
             select(schema.slack_events.c.event_id).where(schema.slack_events.c.event_id == key)
         )
@@ -99,8 +100,12 @@ async def claim_case(
             return Claim(ClaimOutcome.EVENT_SEEN, linked.scalar())
         if not await _claim_in(conn, message_key):
             return Claim(ClaimOutcome.MESSAGE_SEEN, None)  # the event's claim is kept: retries stay silent
-        case_id = await _register_case(service, conn, request, status)
+        # The case's id first and the event linked to it, so that the case's activity row is the
+        # transaction's last statement: it holds the log's head until the commit, and every appender of
+        # both processes waits behind it (approvals/activity.py).
+        case_id = await service.new_case_id(conn)
         await conn.execute(update(events).where(events.c.event_id == event_key).values(case_id=case_id))
+        await _register_case(service, conn, request, status, case_id)
     return Claim(ClaimOutcome.CLAIMED, case_id)
 
 
@@ -116,7 +121,11 @@ async def new_case_in(conn: AsyncConnection, service: CaseService, request: Case
 
 
 async def _register_case(
-    service: CaseService, conn: AsyncConnection, request: CaseRequest, status: str = CaseStatus.QUEUED
+    service: CaseService,
+    conn: AsyncConnection,
+    request: CaseRequest,
+    status: str = CaseStatus.QUEUED,
+    case_id: str | None = None,
 ) -> str:
     return await service.register_case(
         conn,
@@ -127,6 +136,7 @@ async def _register_case(
         thread_ts=request.thread_ts,
         status=status,
         found_by=request.found_by,
+        case_id=case_id,
     )
 
 
@@ -201,14 +211,14 @@ async def record_message(
     where = {"channel": channel, "message_ts": ts}
     if thread_ts is not None:
         where["thread_ts"] = thread_ts
-    async with engine.begin() as conn:
+    async with autocommit(engine) as conn:  # one UPDATE
         await conn.execute(update(cases).where(cases.c.id == case_id).values(**where))
 
 
 async def forget_message(engine: AsyncEngine, case_id: str) -> None:
     """The case's result goes into a new message of its thread (a new round): the old one keeps its card."""
     cases = schema.cases
-    async with engine.begin() as conn:
+    async with autocommit(engine) as conn:  # one UPDATE
         await conn.execute(update(cases).where(cases.c.id == case_id).values(message_ts=None))
 
 
@@ -248,7 +258,7 @@ async def maybe_behind(engine: AsyncEngine) -> list[tuple[str, str | None]]:
         )
         .order_by(cases.created_at, cases.id)
     )
-    async with engine.connect() as conn:
+    async with reading(engine) as conn:
         return [(row.id, row.drawn_state) for row in await conn.execute(query)]
 
 
@@ -306,7 +316,7 @@ async def claim_notice(
 ) -> int | None:
     """The right to post this notice, once across processes; None when it was claimed before."""
     notices = schema.approver_notices
-    async with engine.begin() as conn:
+    async with autocommit(engine) as conn:  # one INSERT … ON CONFLICT
         claimed = await conn.execute(
             pg_insert(notices)
             .values(credit_note_id=credit_note_id, recipient=recipient, kind=kind)
@@ -318,20 +328,20 @@ async def claim_notice(
 
 async def record_notice(engine: AsyncEngine, notice_id: int, channel: str, ts: str) -> None:
     notices = schema.approver_notices
-    async with engine.begin() as conn:
+    async with autocommit(engine) as conn:  # one UPDATE
         await conn.execute(update(notices).where(notices.c.id == notice_id).values(channel=channel, ts=ts))
 
 
 async def drop_notice(engine: AsyncEngine, notice_id: int) -> None:
     """Posting it failed: give up the claim, so the next delivery of the change tries again."""
     notices = schema.approver_notices
-    async with engine.begin() as conn:
+    async with autocommit(engine) as conn:  # one DELETE
         await conn.execute(delete(notices).where(notices.c.id == notice_id))
 
 
 async def posted_notices(engine: AsyncEngine, credit_note_id: str) -> list[Notice]:
     n = schema.approver_notices.c
-    async with engine.connect() as conn:
+    async with reading(engine) as conn:
         rows = await conn.execute(
             select(n.id, n.recipient, n.kind, n.channel, n.ts, n.shows)
             .where(n.credit_note_id == credit_note_id, n.ts.is_not(None))
@@ -342,7 +352,7 @@ async def posted_notices(engine: AsyncEngine, credit_note_id: str) -> list[Notic
 
 async def mark_notice(engine: AsyncEngine, notice_id: int, shows: str) -> None:
     notices = schema.approver_notices
-    async with engine.begin() as conn:
+    async with autocommit(engine) as conn:  # one UPDATE
         await conn.execute(update(notices).where(notices.c.id == notice_id).values(shows=shows))
 
 
@@ -388,7 +398,7 @@ async def requesters_of(engine: AsyncEngine, case_ids: list[str]) -> set[str]:
     if not case_ids:
         return set()
     cases = schema.cases.c
-    async with engine.connect() as conn:
+    async with reading(engine) as conn:
         return set((await conn.execute(select(cases.requester).where(cases.id.in_(case_ids)))).scalars())
 
 

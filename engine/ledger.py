@@ -6,7 +6,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine import schema as t
@@ -30,7 +30,33 @@ class UnknownCustomer(LookupError):
     pass
 
 
+# What the price book holds now, in one statement: an md5 of each table's rows as text (every column, in
+# a total order). Plans, coupons and tax rates change only when the ledger is (re)seeded, yet every case
+# reads the book three times (investigation, card, drafting): a process keeps the book it read last and
+# reads the tables again only when their fingerprint has changed.
+_BOOK_FINGERPRINT = text(
+    "SELECT md5(coalesce((SELECT string_agg(r::text, ',' ORDER BY r::text) FROM plans r), ''))"
+    " || md5(coalesce((SELECT string_agg(r::text, ',' ORDER BY r::text) FROM coupons r), ''))"
+    " || md5(coalesce((SELECT string_agg(r::text, ',' ORDER BY r::text) FROM tax_rates r), ''))"
+)
+_last_book: tuple[str, PriceBook] | None = None
+
+
 async def load_price_book(conn: AsyncConnection) -> PriceBook:
+    """The plans, coupons and tax rates as they stand (the same object while they have not changed)."""
+    global _last_book
+    fingerprint = str((await conn.execute(_BOOK_FINGERPRINT)).scalar_one())
+    if _last_book is not None and _last_book[0] == fingerprint:
+        return _last_book[1]
+    book = await _read_price_book(conn)
+    # Kept only when nothing changed while it was read (each statement sees the latest commit), so the
+    # fingerprint always names the rows it was taken from.
+    if str((await conn.execute(_BOOK_FINGERPRINT)).scalar_one()) == fingerprint:
+        _last_book = (fingerprint, book)
+    return book
+
+
+async def _read_price_book(conn: AsyncConnection) -> PriceBook:
     plans = {r.id: Plan(r.id, r.name, r.interval, r.unit_price) for r in await conn.execute(select(t.plans))}
     coupons = {
         r.id: Coupon(r.id, r.kind, r.value, r.duration_months) for r in await conn.execute(select(t.coupons))

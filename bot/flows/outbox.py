@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 from sqlalchemy import text
 
+from agent.state import UNFINISHED
 from bot import store
 from bot.flows.home import publish_home
 from bot.flows.notices import remind_approvers, tell_approvers, tell_finance_of_budget
@@ -53,7 +54,7 @@ async def deliver_changes(runtime: BotRuntime) -> list[str]:
 async def _deliver(runtime: BotRuntime, changes: list[store.Change]) -> set[str]:
     """Redraw the changed cases and refresh Home; returns the cases whose redraw failed."""
     failed: set[str] = set()
-    for case_id in _cases_of(changes):
+    for case_id in _cases_of(_showing_something(changes)):
         try:
             async with _delivering(runtime, case_id):
                 await redraw_if_behind(runtime, case_id)
@@ -88,6 +89,19 @@ async def _refresh_homes(runtime: BotRuntime, case_ids: Iterable[str]) -> None:
             await publish_home(runtime, user_id)
         except Exception:
             log.exception("could not refresh the App Home of %s", user_id)
+
+
+# A case queued or taken up shows nothing new on its card or to the approvers: the run that took it draws
+# its progress and result, and how it ends (its status, its note) comes as a change of its own. App Home
+# still shows the new status (its requester's open cases).
+_NOTHING_TO_DRAW = frozenset(f"case.{status}" for status in UNFINISHED)
+
+
+def _showing_something(changes: list[store.Change]) -> list[store.Change]:
+    """The changes with something to draw: a case whose changes here are all queued / investigating is
+    left to the run that draws it (several mentions in a burst each cost a redraw check and a look for
+    notices otherwise)."""
+    return [c for c in changes if c.change not in _NOTHING_TO_DRAW]
 
 
 def _cases_of(changes: list[store.Change]) -> list[str]:

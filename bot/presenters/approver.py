@@ -49,6 +49,7 @@ from bot.presenters.notes import (
 from bot.presenters.other_findings import other_finding_views
 from bot.presenters.rounds import rounds_in
 from engine import schema
+from engine.db import reading
 from engine.diff import InvoiceCheck
 from engine.model import Payment
 from engine.money import fmt_amount
@@ -109,7 +110,7 @@ async def read_approver_view(
     one holding the card's lock) or one from the pool: under load a card costs one checkout, not six.
     Unknown note → UnknownCreditNote; invoice or customer gone → CardUnavailable."""
     if conn is None:
-        async with service.engine.connect() as own:
+        async with reading(service.engine) as own:
             return await _read(service, own, credit_note_id, viewer)
     return await _read(service, conn, credit_note_id, viewer)
 

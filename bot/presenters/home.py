@@ -19,6 +19,7 @@ from approvals.models import NoteStatus
 from bot.cards.models import CaseSummaryView, CreditLeftView, CustomerView, HomeView, PendingNoteView
 from bot.presenters.notes import card_revision, note_model
 from engine import schema
+from engine.db import reading
 
 # A requester's case needs nobody once it is explained or its note is settled.
 DONE_FOR_THE_REQUESTER = (CaseStatus.EXPLAINED, *SETTLED)
@@ -52,7 +53,7 @@ async def _note_views(
 async def _held_notes(engine: AsyncEngine) -> list[Note]:
     """Approved notes whose cases still wait: what the daily limit holds (agent.state.held_by_daily_limit)."""
     notes, cases = schema.credit_notes.c, schema.cases.c
-    async with engine.connect() as conn:
+    async with reading(engine) as conn:
         ids = await conn.execute(
             select(notes.id)
             .join_from(schema.credit_notes, schema.cases, notes.case_id == cases.id)
@@ -69,7 +70,7 @@ async def _credit_left(
     notes = schema.credit_notes.c
     now = datetime.now(UTC)
     start, end = utc_day(now)
-    async with engine.connect() as conn:
+    async with reading(engine) as conn:
         issued = await conn.execute(
             select(notes.currency).distinct().where(notes.issued_at >= start, notes.issued_at < end)
         )
@@ -92,7 +93,7 @@ async def open_cases_of(engine: AsyncEngine, user_id: str) -> list[CaseSummaryVi
         .limit(1)
         .scalar_subquery()
     )
-    async with engine.connect() as conn:
+    async with reading(engine) as conn:
         rows = await conn.execute(
             select(cases.id, cases.customer_id, cases.status, cases.created_at, cases.question, latest_note)
             .where(cases.requester == user_id, cases.status.not_in(DONE_FOR_THE_REQUESTER))
@@ -110,7 +111,7 @@ async def _customers_of_invoices(engine: AsyncEngine, invoice_ids: Sequence[str]
     if not invoice_ids:
         return {}
     inv, cust = schema.invoices.c, schema.customers.c
-    async with engine.connect() as conn:
+    async with reading(engine) as conn:
         rows = await conn.execute(
             select(inv.id, cust.id, cust.name, inv.currency)  # the invoice's, as the note's card shows
             .join_from(schema.invoices, schema.customers, inv.customer_id == cust.id)

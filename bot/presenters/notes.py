@@ -15,6 +15,7 @@ from approvals.models import CreditNoteView as Note
 from approvals.models import NoteStatus, Vote
 from bot.cards.models import CreditNoteView, CustomerView, DecisionView
 from engine import schema
+from engine.db import reading
 
 # How far each status is along its way: with the number of votes it makes the card's revision.
 _STATUS_RANK = {
@@ -86,7 +87,7 @@ def without_evidence_refs(text: str) -> str:
 
 async def customer_view(engine: AsyncEngine, customer_id: str) -> CustomerView:
     c = schema.customers.c
-    async with engine.connect() as conn:
+    async with reading(engine) as conn:
         row = (await conn.execute(select(c.id, c.name, c.currency).where(c.id == customer_id))).first()
     if row is None:
         raise CardUnavailable(f"no customer {customer_id!r} in the ledger")
@@ -95,12 +96,12 @@ async def customer_view(engine: AsyncEngine, customer_id: str) -> CustomerView:
 
 async def customer_exists(engine: AsyncEngine, customer_id: str) -> bool:
     c = schema.customers.c
-    async with engine.connect() as conn:
+    async with reading(engine) as conn:
         return (await conn.execute(select(c.id).where(c.id == customer_id))).first() is not None
 
 
 async def customer_of_invoice(engine: AsyncEngine, invoice_id: str) -> CustomerView:
-    async with engine.connect() as conn:
+    async with reading(engine) as conn:
         return await customer_of_invoice_in(conn, invoice_id)
 
 
