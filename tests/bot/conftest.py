@@ -8,11 +8,10 @@ from decimal import Decimal
 
 import pytest
 
-from agent.configuration import Configuration
 from approvals.config import ApprovalSettings
-from bot.server import RunningBot, running_bot
+from bot.server import RunningBot
 from bot.slack_testing import SignedClient, SlackRecorder
-from tests.bot.helpers import FINANCE, SECRET, SUPPORT, approval_settings
+from tests.bot.helpers import FINANCE, SECRET, SUPPORT, offline_bot
 
 
 @pytest.fixture
@@ -29,16 +28,7 @@ async def ready_db_url(seeded_db_url: str) -> str:
 
 @pytest.fixture
 async def bot(ready_db_url: str, slack: SlackRecorder) -> AsyncIterator[RunningBot]:
-    async with running_bot(
-        ready_db_url,
-        slack.settings(signing_secret=SECRET),
-        configuration=Configuration(investigator="offline"),
-        approval_settings=approval_settings(),
-        progress_interval=0.0,  # every progress step goes out: the tests want to see them
-        progress_rate=None,
-        recover=False,
-        expiry_interval=None,
-    ) as running:
+    async with offline_bot(ready_db_url, slack) as running:
         yield running
 
 
@@ -54,16 +44,7 @@ async def guarded(ready_db_url: str, slack: SlackRecorder) -> AsyncIterator[Runn
     settings = ApprovalSettings(
         approvers=frozenset(FINANCE), two_person_threshold=Decimal("300.00"), support=frozenset({SUPPORT})
     )
-    async with running_bot(
-        ready_db_url,
-        slack.settings(signing_secret=SECRET),
-        configuration=Configuration(investigator="offline"),
-        approval_settings=settings,
-        progress_interval=0.0,
-        progress_rate=None,
-        recover=False,
-        expiry_interval=None,
-    ) as running:
+    async with offline_bot(ready_db_url, slack, policy=settings) as running:
         yield running
 
 

