@@ -14,7 +14,7 @@ now, less invoices with an open note (draft or approved): someone is already set
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import date, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 
 Key = tuple[str, Decimal]  # (invoice id, overcharge)
 
-_COLUMNS = "customer_id, invoice_id, root_cause, overcharge, currency, first_seen, posted_at, case_id"
 # (invoice_id, overcharge) is one of the keys: two array parameters, however many keys.
 _AMONG = (
     "(sf.invoice_id, sf.overcharge) IN "
@@ -74,6 +73,10 @@ class SweepFinding:
             "first_seen": self.first_seen.isoformat(),
             "posted": self.posted_at is not None,
         }
+
+
+# sweep_findings' columns, named as SweepFinding's fields and in their order: a row is SweepFinding(*row).
+COLUMNS = tuple(f.name for f in fields(SweepFinding))
 
 
 @dataclass
@@ -135,7 +138,7 @@ async def current_findings(
     where = f"{_AMONG} AND {_NOT_BEING_CREDITED}" + (" AND sf.posted_at IS NULL" if unposted else "")
     lock = " FOR UPDATE OF sf" if unposted else ""
     cursor = await conn.execute(
-        f"SELECT {_COLUMNS} FROM sweep_findings sf WHERE {where}{lock}",  # type: ignore[arg-type]
+        f"SELECT {', '.join(COLUMNS)} FROM sweep_findings sf WHERE {where}{lock}",  # type: ignore[arg-type]
         among(keys),
     )
     return _in_order(await cursor.fetchall(), keys)

@@ -33,6 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agent.audit_run import AuditReport, Progress, audit_all, latest_issue_date
 from agent.findings_record import (
+    COLUMNS,
     Key,
     SweepFinding,
     SweepResult,
@@ -72,17 +73,9 @@ async def driver(conn: AsyncConnection) -> Any:
     return raw.driver_connection
 
 
-def _finding(row: Any) -> SweepFinding:
-    return SweepFinding(
-        row.customer_id,
-        row.invoice_id,
-        row.root_cause,
-        row.overcharge,
-        row.currency,
-        row.first_seen,
-        row.posted_at,
-        row.case_id,
-    )
+def _findings_select() -> Any:
+    """The finding columns in SweepFinding's order (findings_record.COLUMNS): a row is SweepFinding(*row)."""
+    return select(*(t.sweep_findings.c[name] for name in COLUMNS))
 
 
 async def claim_unposted(conn: AsyncConnection, keys: Sequence[Key]) -> list[SweepFinding]:
@@ -131,12 +124,12 @@ async def finding_for_case(
     sf = t.sweep_findings.c
     row = (
         await conn.execute(
-            select(t.sweep_findings)
+            _findings_select()
             .where(sf.invoice_id == invoice_id, sf.overcharge == money(overcharge))
             .with_for_update()
         )
     ).first()
-    return _finding(row) if row is not None else None
+    return SweepFinding(*row) if row is not None else None
 
 
 async def link_case(conn: AsyncConnection, finding: SweepFinding, case_id: str) -> None:
@@ -152,9 +145,9 @@ async def posted_in(conn: AsyncConnection, channel: str, ts: str) -> list[SweepF
     """The findings the digest at (channel, ts) listed."""
     sf = t.sweep_findings.c
     rows = await conn.execute(
-        select(t.sweep_findings).where(sf.channel == channel, sf.ts == ts).order_by(sf.invoice_id)
+        _findings_select().where(sf.channel == channel, sf.ts == ts).order_by(sf.invoice_id)
     )
-    return [_finding(r) for r in rows]
+    return [SweepFinding(*r) for r in rows]
 
 
 async def ran_today(conn: AsyncConnection, day: date) -> bool:
