@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 
@@ -159,31 +160,14 @@ async def mention_burst(
     scenarios: list,
     pids: list[int],  # type: ignore[type-arg]
 ) -> tuple[list[tuple[float, float, str]], float, list[float]]:
-    bot_user = slack.workspace.bot_user_id
 
     def carded(thread: str) -> bool:
         """The thread's answer is in: the evidence card (or, for a complaint the rules settle otherwise,
         whatever replaced the progress message)."""
-        found = [m for m in slack.replies(CHANNEL, thread) if m.user == bot_user]
+        found = bot_replies(slack, thread)
         return bool(found) and (
             APPROVE_ACTION_ID in buttons(found[0]) or "Investigating" not in found[0].text
         )
-
-    async def one_mention(sc) -> tuple[float, float, str]:  # type: ignore[no-untyped-def]
-        words = p.mention_text(f"{sc.ledger.customer.id} {sc.question}")
-        typed = slack.post_user_message(CHANNEL, words, user="U0SUPPORT1")
-        event = p.app_mention(typed.text, user="U0SUPPORT1", channel=CHANNEL, ts=typed.ts)
-        sent = time.perf_counter()
-        delivery = await client.send(event)
-        assert delivery.status == 200, delivery
-        try:
-            await slack.wait_until(lambda: carded(typed.ts), timeout=60)
-        except TimeoutError:
-            shown = [m.text[:200] for m in slack.replies(CHANNEL, typed.ts) if m.user == bot_user]
-            raise TimeoutError(
-                f"{sc.ledger.customer.id}: no card in 60 s; the thread shows {shown}"
-            ) from None
-        return delivery.elapsed, time.perf_counter() - sent, typed.ts
 
     # Warm both processes (each pays for Bolt's auth.test once): separate connections, spread by the kernel.
     for _ in range(8):
@@ -192,9 +176,34 @@ async def mention_burst(
     await asyncio.sleep(1.0)
     before = [cpu_seconds(pid) for pid in pids]
     started = time.perf_counter()
-    results = await asyncio.gather(*(one_mention(sc) for sc in scenarios))
+    results = await asyncio.gather(*(timed_mention(slack, client, sc, carded) for sc in scenarios))
     wall = time.perf_counter() - started
     return list(results), wall, [cpu_seconds(pid) - b for pid, b in zip(pids, before, strict=True)]
+
+
+def bot_replies(slack: SlackRecorder, thread: str) -> list:  # type: ignore[type-arg]
+    return [m for m in slack.replies(CHANNEL, thread) if m.user == slack.workspace.bot_user_id]
+
+
+async def timed_mention(
+    slack: SlackRecorder,
+    client: SignedClient,
+    sc,  # type: ignore[no-untyped-def]
+    answered: Callable[[str], bool],
+) -> tuple[float, float, str]:
+    """Mention the bot with a scenario's complaint: (ack seconds, seconds until answered(thread), thread)."""
+    words = p.mention_text(f"{sc.ledger.customer.id} {sc.question}")
+    typed = slack.post_user_message(CHANNEL, words, user="U0SUPPORT1")
+    event = p.app_mention(typed.text, user="U0SUPPORT1", channel=CHANNEL, ts=typed.ts)
+    sent = time.perf_counter()
+    delivery = await client.send(event)
+    assert delivery.status == 200, delivery
+    try:
+        await slack.wait_until(lambda: answered(typed.ts), timeout=60)
+    except TimeoutError:
+        shown = [m.text[:200] for m in bot_replies(slack, typed.ts)]
+        raise TimeoutError(f"{sc.ledger.customer.id}: no card in 60 s; the thread shows {shown}") from None
+    return delivery.elapsed, time.perf_counter() - sent, typed.ts
 
 
 def cpu_seconds(pid: int) -> float:
@@ -204,22 +213,10 @@ def cpu_seconds(pid: int) -> float:
 
 
 async def drive(slack: SlackRecorder, client: SignedClient, scenarios: list, bot_pid: int) -> tuple:  # type: ignore[type-arg]
-    bot_user = slack.workspace.bot_user_id
 
     def card(thread: str):  # type: ignore[no-untyped-def]
-        found = [m for m in slack.replies(CHANNEL, thread) if m.user == bot_user]
+        found = bot_replies(slack, thread)
         return found[0] if found and APPROVE_ACTION_ID in buttons(found[0]) else None
-
-    async def one_mention(sc) -> tuple[float, float, str]:  # type: ignore[no-untyped-def]
-        words = p.mention_text(f"{sc.ledger.customer.id} {sc.question}")
-        typed = slack.post_user_message(CHANNEL, words, user="U0SUPPORT1")
-        event = p.app_mention(typed.text, user="U0SUPPORT1", channel=CHANNEL, ts=typed.ts)
-        sent = time.perf_counter()
-        delivery = await client.send(event)
-        assert delivery.status == 200, delivery
-        await slack.wait_until(lambda: card(typed.ts) is not None, timeout=60)
-        arrived = time.perf_counter()
-        return delivery.elapsed, arrived - sent, typed.ts
 
     # A running bot has answered requests before: let the first one pay for Bolt's auth.test.
     warm = await client.send(p.app_home_opened(user="U0SUPPORT1"))
@@ -228,7 +225,9 @@ async def drive(slack: SlackRecorder, client: SignedClient, scenarios: list, bot
 
     cpu_before = cpu_seconds(bot_pid)
     started = time.perf_counter()
-    results = await asyncio.gather(*(one_mention(sc) for sc in scenarios))
+    results = await asyncio.gather(
+        *(timed_mention(slack, client, sc, lambda t: card(t) is not None) for sc in scenarios)
+    )
     wall = time.perf_counter() - started
     burst_cpu = cpu_seconds(bot_pid) - cpu_before
 
