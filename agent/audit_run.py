@@ -93,7 +93,7 @@ def _audit_batch(
     conn: psycopg.Connection[Any], ledgers: Sequence[CustomerLedger], book: PriceBook, as_of: date
 ) -> AuditReport:
     """The screen's ledgers (no lines) → whole ledgers for the flagged few → their findings."""
-    from engine.ledger_stream import full_ledgers
+    from engine.ledger import full_ledgers
 
     flagged: list[str] = []
     refused: list[tuple[str, str]] = []
@@ -156,7 +156,7 @@ def _audit_range(
 ) -> AuditReport:
     report = AuditReport(as_of)
     with _connect(url) as conn:
-        from engine.ledger_stream import price_book
+        from engine.ledger import price_book
 
         book = price_book(conn)
         conn.commit()

@@ -4,7 +4,7 @@ Kept apart from agent.findings_sweep and free of SQLAlchemy so that `billsleuth 
 audit found without paying for SQLAlchemy's import (longer, on this machine, than auditing 3,000
 customers). Every statement on `sweep_findings` that takes a set of findings lives here, in SQL; the
 SQLAlchemy side (the digest's claim, the daily run) runs these on its own transaction's connection
-(agent.findings_sweep.driver), so there is one way to say which findings are current.
+(engine.db.driver_connection), so there is one way to say which findings are current.
 
 A finding is keyed by (invoice, overcharge): the same overcharge found again keeps its `first_seen`; a
 partial credit makes a smaller overcharge, which is a new finding. What is listed is what the audit finds

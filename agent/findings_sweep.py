@@ -45,7 +45,7 @@ from agent.findings_record import (
 )
 from approvals import activity
 from engine import schema as t
-from engine.db import create_engine
+from engine.db import create_engine, driver_connection
 from engine.money import fmt, money
 
 __all__ = ["Key", "SweepFinding", "SweepResult", "key_of", "record_sweep"]
@@ -66,13 +66,6 @@ async def run_findings_sweep(
     return await record_sweep(url, await audit_all(url, as_of, workers=workers, progress=progress))
 
 
-async def driver(conn: AsyncConnection) -> Any:
-    """The psycopg connection under a SQLAlchemy one, in the same transaction: agent.findings_record's
-    statements run on it."""
-    raw = await conn.get_raw_connection()
-    return raw.driver_connection
-
-
 def _findings_select() -> Any:
     """The finding columns in SweepFinding's order (findings_record.COLUMNS): a row is SweepFinding(*row)."""
     return select(*(t.sweep_findings.c[name] for name in COLUMNS))
@@ -84,7 +77,7 @@ async def claim_unposted(conn: AsyncConnection, keys: Sequence[Key]) -> list[Swe
     (an advisory lock), so a concurrent digest waits and then finds them posted; if posting fails the
     transaction rolls back and nothing is marked."""
     await conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": DIGEST_LOCK})
-    return await current_findings(await driver(conn), keys, unposted=True)
+    return await current_findings(await driver_connection(conn), keys, unposted=True)
 
 
 async def mark_posted(
@@ -100,7 +93,7 @@ async def mark_posted(
     """The digest at (channel, ts) listed these findings: never listed again; on record."""
     if not findings:
         return
-    await mark_listed(await driver(conn), [f.key for f in findings], channel, ts)
+    await mark_listed(await driver_connection(conn), [f.key for f in findings], channel, ts)
     await activity.record(
         conn,
         actor_type,
@@ -229,7 +222,7 @@ async def audit_free_shards(url: str, day: date, *, by: str = "") -> list[int]:
                 if not got.scalar_one() or await _shard_done(conn, day, shard):
                     continue
                 report = await audit_all(url, as_of, lo=lo, hi=hi)
-                await record_findings(await driver(conn), report.findings)
+                await record_findings(await driver_connection(conn), report.findings)
                 await _record_shard_done(conn, day, shard, len(plan), report, by or this_process())
             audited.append(shard)
     finally:
@@ -287,6 +280,6 @@ async def day_result(conn: AsyncConnection, day: date) -> SweepResult | None:
     return SweepResult(
         max(date.fromisoformat(d["as_of"]) for d in parts),
         sum(int(d["customers"]) for d in parts),
-        await current_findings(await driver(conn), keys),
+        await current_findings(await driver_connection(conn), keys),
         [(str(c), str(why)) for d in parts for c, why in d["refused"]],
     )

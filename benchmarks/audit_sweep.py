@@ -413,7 +413,7 @@ import os
 import psycopg
 from engine.billing import build_invoices
 from engine.diff import diff_lines
-from engine.ledger_stream import price_book
+from engine.ledger import price_book
 from engine.model import Customer, Event, Line, Subscription
 from engine.money import ZERO, money
 overpaid = 0
@@ -451,14 +451,15 @@ with psycopg.connect(os.environ["DATABASE_URL"]) as conn:
 print(overpaid)
 """
 
-# The same re-billing with each customer's ledger read once (engine.ledger_stream.full_ledgers), not per
+# The same re-billing with each customer's ledger read once (engine.ledger.full_ledgers), not per
 # invoice: not seed 002's way, printed beside it to show how much of its cost is the reading.
 PER_INVOICE_LEDGER_ONCE = """
 import os
 import psycopg
 from engine.billing import build_invoices
 from engine.diff import diff_lines
-from engine.ledger_stream import customer_ids, full_ledgers, price_book
+from engine.ledger import full_ledgers, price_book
+from engine.ledger_stream import customer_ids
 from engine.money import ZERO, money
 overpaid = 0
 with psycopg.connect(os.environ["DATABASE_URL"]) as conn:

@@ -122,6 +122,13 @@ async def reading(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
         yield conn
 
 
+async def driver_connection(conn: AsyncConnection) -> Any:
+    """The psycopg connection under a SQLAlchemy one, in the same transaction: for statements written
+    for plain psycopg (engine.ledger, agent.findings_record) to run in the caller's transaction."""
+    raw = await conn.get_raw_connection()
+    return raw.driver_connection
+
+
 def _replace_if_ended(dbapi_connection: Any, record: Any, proxy: Any) -> None:
     """Pool checkout: raising InvalidatePoolError makes the pool reconnect this one (and every connection
     older than it, which the same restart ended) before the caller gets it."""

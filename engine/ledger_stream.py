@@ -2,37 +2,32 @@
 
 A sweep over every customer (`audit --all`, `sweep`) reads each table once through a server-side cursor,
 all ordered by customer, and zips them into one customer's ledger at a time; only a batch of customers
-is ever in memory. engine.ledger (SQLAlchemy, async) stays the reader for one customer and for the bot;
-this one is for the sweep's hot path, where SQLAlchemy's row objects and its import cost more than the
-rules themselves. The two build the same value objects from the same rows (tests hold them equal).
+is ever in memory. Plain psycopg, as engine.ledger, which reads whole ledgers: SQLAlchemy's row objects
+and its import cost more than the rules themselves.
 
 Screen rows carry no invoice lines: each invoice comes with its succeeded payments and issued credit
 notes summed by Postgres (one Payment and one CreditNote per invoice standing for the sums), which is all
-agent.auditor.has_overpaid_invoice needs. `full_ledgers` reads whole ledgers for the few it flags.
+agent.auditor.has_overpaid_invoice needs; engine.ledger.full_ledgers reads whole ledgers for the few it
+flags.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from itertools import groupby
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from engine.model import (
-    Coupon,
     CreditNote,
     Customer,
     CustomerLedger,
     Event,
     Invoice,
-    Line,
     Payment,
-    Plan,
-    PriceBook,
     Subscription,
-    TaxRate,
 )
 
 if TYPE_CHECKING:
@@ -64,19 +59,6 @@ SCREEN_QUERIES: dict[str, str] = {
     + _IN_RANGE.format(col="i.customer_id")
     + " ORDER BY i.customer_id, i.period_start",
 }
-
-
-def price_book(conn: psycopg.Connection[Any]) -> PriceBook:
-    """engine.ledger.load_price_book, on a plain connection."""
-    plans = {r[0]: Plan(*r) for r in conn.execute("SELECT id, name, interval, unit_price FROM plans")}
-    coupons = {r[0]: Coupon(*r) for r in conn.execute("SELECT id, kind, value, duration_months FROM coupons")}
-    rates = [
-        TaxRate(*r)
-        for r in conn.execute(
-            "SELECT code, region, rate, valid_from, valid_to FROM tax_rates ORDER BY valid_from, code"
-        )
-    ]
-    return PriceBook(plans, coupons, rates)
 
 
 def customer_ids(conn: psycopg.Connection[Any]) -> list[str]:
@@ -160,74 +142,3 @@ def screen_batches(
                 ledgers = []
         if ledgers:
             yield ledgers
-
-
-def _line_number(line_id: str) -> int:
-    """Lines are stored as <invoice>-L<n>; keep their billed order (as engine.ledger does)."""
-    _, _, number = line_id.rpartition("-L")
-    return int(number) if number.isdigit() else 0
-
-
-def full_ledgers(conn: psycopg.Connection[Any], ids: Sequence[str]) -> list[CustomerLedger]:
-    """Whole ledgers of these customers (lines, every payment and credit note), as
-    engine.ledger.load_ledgers builds them: customers by id, invoices by period, payments by attempt."""
-    if not ids:
-        return []
-    chunk = {"ids": list(ids)}
-    customers = conn.execute(
-        "SELECT id, name, country, currency, tax_region FROM customers WHERE id = ANY(%(ids)s) ORDER BY id",
-        chunk,
-    ).fetchall()
-    events_of: dict[str, list[Event]] = defaultdict(list)
-    for sub_id, event_id, kind, at, payload in conn.execute(
-        "SELECT e.subscription_id, e.id, e.type, e.effective_at, e.payload FROM subscription_events e "
-        "JOIN subscriptions s ON s.id = e.subscription_id WHERE s.customer_id = ANY(%(ids)s) "
-        "ORDER BY e.effective_at, e.id",
-        chunk,
-    ):
-        events_of[sub_id].append(Event(event_id, kind, at, dict(payload)))
-    subs_of: dict[str, list[Subscription]] = defaultdict(list)
-    for sub_id, customer_id, start, anchor, coupon in conn.execute(
-        "SELECT id, customer_id, start_date, billing_anchor_day, coupon_id FROM subscriptions "
-        "WHERE customer_id = ANY(%(ids)s) ORDER BY customer_id, id",
-        chunk,
-    ):
-        subs_of[customer_id].append(
-            Subscription(sub_id, customer_id, start, anchor, coupon, events_of[sub_id])
-        )
-    lines_of: dict[str, list[tuple[int, Line]]] = defaultdict(list)
-    for row in conn.execute(
-        "SELECT l.invoice_id, l.id, l.kind, l.description, l.quantity, l.unit_amount, l.amount, "
-        "l.period_start, l.period_end, l.tax_code FROM invoice_lines l "
-        "JOIN invoices i ON i.id = l.invoice_id WHERE i.customer_id = ANY(%(ids)s)",
-        chunk,
-    ):
-        lines_of[row[0]].append((_line_number(row[1]), Line(*row[2:])))
-    invoices_of: dict[str, list[Invoice]] = defaultdict(list)
-    for row in conn.execute(
-        "SELECT id, customer_id, subscription_id, period_start, period_end, issued_at, currency, status "
-        "FROM invoices WHERE customer_id = ANY(%(ids)s) ORDER BY period_start, id",
-        chunk,
-    ):
-        invoice = Invoice(*row)
-        invoice.lines = [line for _, line in sorted(lines_of[invoice.id], key=itemgetter(0))]
-        invoices_of[invoice.customer_id].append(invoice)
-    payments_of: dict[str, list[Payment]] = defaultdict(list)
-    for customer_id, *payment in conn.execute(
-        "SELECT i.customer_id, p.id, p.invoice_id, p.amount, p.status, p.attempted_at, p.gateway_ref "
-        "FROM payments p JOIN invoices i ON i.id = p.invoice_id WHERE i.customer_id = ANY(%(ids)s) "
-        "ORDER BY p.attempted_at, p.id",
-        chunk,
-    ):
-        payments_of[customer_id].append(Payment(*payment))
-    notes_of: dict[str, list[CreditNote]] = defaultdict(list)
-    for customer_id, *note in conn.execute(
-        "SELECT i.customer_id, n.id, n.invoice_id, n.amount, n.reason, n.status FROM credit_notes n "
-        "JOIN invoices i ON i.id = n.invoice_id WHERE i.customer_id = ANY(%(ids)s) ORDER BY n.id",
-        chunk,
-    ):
-        notes_of[customer_id].append(CreditNote(*note))
-    return [
-        CustomerLedger(Customer(*c), subs_of[c[0]], invoices_of[c[0]], payments_of[c[0]], notes_of[c[0]])
-        for c in customers
-    ]

@@ -18,8 +18,8 @@ from agent.audit_run import audit_all
 from bot.cli.common import dumps
 from bot.cli.progress import ProgressBar, progress_bar, render
 from engine.db import create_engine
-from engine.ledger import load_ledgers
-from engine.ledger_stream import customer_ids, full_ledgers, screen_batches
+from engine.ledger import full_ledgers, load_ledgers
+from engine.ledger_stream import customer_ids, screen_batches
 
 BILLSLEUTH = str(Path(sys.executable).with_name("billsleuth"))
 
