@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import func, insert, select, text, update
+from sqlalchemy import bindparam, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from agent.configuration import CaseContext, Configuration
@@ -772,9 +772,13 @@ class CaseService:
                 await conn.commit()
 
 
+# Built once: every card draw and every step of a case reads its row, several times a mention.
+_CASE_ROW = select(schema.cases).where(schema.cases.c.id == bindparam("case_id"))
+
+
 async def case_row_in(conn: AsyncConnection, case_id: str) -> Any:
     """The case's row, read on the caller's connection. Unknown id → CaseNotFound."""
-    row = (await conn.execute(select(schema.cases).where(schema.cases.c.id == case_id))).first()
+    row = (await conn.execute(_CASE_ROW, {"case_id": case_id})).first()
     if row is None:
         raise CaseNotFound(f"no case {case_id!r}")
     return row

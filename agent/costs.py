@@ -22,7 +22,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator
-from sqlalchemy import Date, cast, func, select
+from sqlalchemy import Date, bindparam, cast, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from engine import schema
@@ -279,10 +279,13 @@ async def cost_report(engine: AsyncEngine, *, by: By = "day", since: date | None
     }
 
 
+# Built once: every card draw and every case shown sums its model costs.
+_CASE_SUMS = select(*_sums()).where(schema.cost_events.c.case_id == bindparam("case_id"))
+
+
 async def case_model_cost(conn: AsyncConnection, case_id: str) -> dict[str, Any] | None:
     """A case's `model_cost` (`{input_tokens, output_tokens, cost}`), or None when no model was asked."""
-    c = schema.cost_events.c
-    row = (await conn.execute(select(*_sums()).where(c.case_id == case_id))).one()
+    row = (await conn.execute(_CASE_SUMS, {"case_id": case_id})).one()
     if not row.events:
         return None
     totals = _totals_json(row)

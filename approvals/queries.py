@@ -10,7 +10,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Row, select
+from sqlalchemy import Row, bindparam, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from approvals.models import OPEN_NOTES, CreditNoteView, NoteStatus, OpenNote, UnknownCreditNote, Vote
@@ -19,6 +19,25 @@ from engine.db import reading
 
 APPROVE = "approve"
 REJECT = "reject"
+
+# The statements every card draw and every decision runs, built once: building one costs about as much
+# CPU as running it (its compiled form is cached by SQLAlchemy either way).
+_NOTE = select(t.credit_notes).where(t.credit_notes.c.id == bindparam("note_id"))
+_NOTE_FOR_UPDATE = _NOTE.with_for_update()
+_VOTE_ORDER = (t.approvals.c.decided_at, t.approvals.c.id)
+_VOTES = (
+    select(t.approvals).where(t.approvals.c.credit_note_id == bindparam("note_id")).order_by(*_VOTE_ORDER)
+)
+_VOTES_ON = (
+    select(t.approvals)
+    .where(t.approvals.c.credit_note_id.in_(bindparam("note_ids", expanding=True)))
+    .order_by(*_VOTE_ORDER)
+)
+_NOTES_OF_CASE = (
+    select(t.credit_notes)
+    .where(t.credit_notes.c.case_id == bindparam("case_id"))
+    .order_by(t.credit_notes.c.created_at, t.credit_notes.c.id)
+)
 
 
 def _vote(row: Row[Any]) -> Vote:
@@ -55,20 +74,14 @@ def to_view(note: Row[Any], votes: Sequence[Vote]) -> CreditNoteView:
 
 async def note_row_in(conn: AsyncConnection, credit_note_id: str, *, lock: bool = False) -> Row[Any]:
     """The credit_notes row; with lock=True it is held FOR UPDATE until the transaction ends."""
-    query = select(t.credit_notes).where(t.credit_notes.c.id == credit_note_id)
-    row = (await conn.execute(query.with_for_update() if lock else query)).first()
+    row = (await conn.execute(_NOTE_FOR_UPDATE if lock else _NOTE, {"note_id": credit_note_id})).first()
     if row is None:
         raise UnknownCreditNote(credit_note_id)
     return row
 
 
 async def votes_in(conn: AsyncConnection, credit_note_id: str) -> list[Vote]:
-    rows = await conn.execute(
-        select(t.approvals)
-        .where(t.approvals.c.credit_note_id == credit_note_id)
-        .order_by(t.approvals.c.decided_at, t.approvals.c.id)
-    )
-    return [_vote(r) for r in rows]
+    return [_vote(r) for r in await conn.execute(_VOTES, {"note_id": credit_note_id})]
 
 
 async def view_in(conn: AsyncConnection, credit_note_id: str) -> CreditNoteView:
@@ -81,12 +94,7 @@ async def _views(conn: AsyncConnection, notes: Sequence[Row[Any]]) -> list[Credi
     ids = [n.id for n in notes]
     by_note: dict[str, list[Vote]] = defaultdict(list)
     if ids:
-        rows = await conn.execute(
-            select(t.approvals)
-            .where(t.approvals.c.credit_note_id.in_(ids))
-            .order_by(t.approvals.c.decided_at, t.approvals.c.id)
-        )
-        for row in rows:
+        for row in await conn.execute(_VOTES_ON, {"note_ids": ids}):
             by_note[row.credit_note_id].append(_vote(row))
     return [to_view(n, by_note[n.id]) for n in notes]
 
@@ -124,13 +132,7 @@ async def credit_notes_for_case(engine: AsyncEngine, case_id: str) -> list[Credi
 
 
 async def credit_notes_for_case_in(conn: AsyncConnection, case_id: str) -> list[CreditNoteView]:
-    notes = (
-        await conn.execute(
-            select(t.credit_notes)
-            .where(t.credit_notes.c.case_id == case_id)
-            .order_by(t.credit_notes.c.created_at, t.credit_notes.c.id)
-        )
-    ).all()
+    notes = (await conn.execute(_NOTES_OF_CASE, {"case_id": case_id})).all()
     return await _views(conn, notes)
 
 

@@ -14,7 +14,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agent.cases import CaseService, case_row_in
@@ -180,14 +180,18 @@ async def _fresh_recomputation(
     return check, payments
 
 
+_log = schema.audit_log.c
+# Built once, as every statement a card draw runs: building one costs about as much CPU as running it.
+_AGENT_TRAIL = (
+    select(_log.at, _log.actor, _log.tool, _log.args, _log.ok, _log.result_digest)
+    .where(_log.case_id == bindparam("case_id"), _log.actor.startswith(AGENT_ACTOR_PREFIX))
+    .order_by(_log.id)
+)
+
+
 async def _agent_trail_in(conn: AsyncConnection, case_id: str) -> list[ToolCall]:
     """The agent's own tool calls for the case, in order (the system's checks are not the agent's)."""
-    log = schema.audit_log.c
-    rows = await conn.execute(
-        select(log.at, log.actor, log.tool, log.args, log.ok, log.result_digest)
-        .where(log.case_id == case_id, log.actor.startswith(AGENT_ACTOR_PREFIX))
-        .order_by(log.id)
-    )
+    rows = await conn.execute(_AGENT_TRAIL, {"case_id": case_id})
     return [ToolCall(r.at, r.actor, r.tool, r.args or {}, bool(r.ok), r.result_digest) for r in rows]
 
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agent.cases import RESUBMITTED
@@ -14,13 +14,21 @@ from engine import schema
 SENT_BACK = f"case.{CaseStatus.REVISION_REQUESTED}"
 
 
-async def rounds_in(conn: AsyncConnection, case_id: str) -> tuple[RoundView, ...]:
-    log = schema.activity_log.c
-    rows = await conn.execute(
-        select(log.action, log.actor_id, log.details)
-        .where(log.entity_type == "case", log.entity_id == case_id, log.action.in_((SENT_BACK, RESUBMITTED)))
-        .order_by(log.id)
+_log = schema.activity_log.c
+# Built once: a card draw runs it (building a statement costs about as much CPU as running it).
+_ROUNDS = (
+    select(_log.action, _log.actor_id, _log.details)
+    .where(
+        _log.entity_type == "case",
+        _log.entity_id == bindparam("case_id"),
+        _log.action.in_((SENT_BACK, RESUBMITTED)),
     )
+    .order_by(_log.id)
+)
+
+
+async def rounds_in(conn: AsyncConnection, case_id: str) -> tuple[RoundView, ...]:
+    rows = await conn.execute(_ROUNDS, {"case_id": case_id})
     asked = []
     answers = []
     for row in rows:
