@@ -50,6 +50,10 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+# Built once (every step of a case appends): the values come as parameters.
+_APPEND = insert(t.activity_log)
+
+
 async def record(
     conn: AsyncConnection,
     actor_type: str,
@@ -60,16 +64,15 @@ async def record(
     details: Mapping[str, Any] | None = None,
 ) -> None:
     """Append one row to activity_log in the caller's transaction."""
-    await conn.execute(
-        insert(t.activity_log).values(
-            actor_type=actor_type,
-            actor_id=actor_id,
-            action=action,
-            entity_type=entity_type,
-            entity_id=entity_id,
-            details=_jsonable(dict(details or {})),
-        )
-    )
+    row = {
+        "actor_type": actor_type,
+        "actor_id": actor_id,
+        "action": action,
+        "entity_type": entity_type,
+        "entity_id": entity_id,
+        "details": _jsonable(dict(details or {})),
+    }
+    await conn.execute(_APPEND, row)
 
 
 async def record_refusal(

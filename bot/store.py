@@ -15,7 +15,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import delete, func, or_, select, text, update
+from sqlalchemy import bindparam, delete, func, or_, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -140,15 +140,17 @@ async def _register_case(
     )
 
 
+# Built once: every mention claims its event and its message, every one-off post its key.
+_CLAIM = (
+    pg_insert(schema.slack_events)
+    .values(event_id=bindparam("key"), case_id=bindparam("case"))
+    .on_conflict_do_nothing(index_elements=[schema.slack_events.c.event_id])
+    .returning(schema.slack_events.c.event_id)
+)
+
+
 async def _claim_in(conn: AsyncConnection, key: str, case_id: str | None = None) -> bool:
-    events = schema.slack_events
-    insert = (
-        pg_insert(events)
-        .values(event_id=key, case_id=case_id)
-        .on_conflict_do_nothing(index_elements=[events.c.event_id])
-        .returning(events.c.event_id)
-    )
-    return (await conn.execute(insert)).first() is not None
+    return (await conn.execute(_CLAIM, {"key": key, "case": case_id})).first() is not None
 
 
 # ---- linked cases: one per other finding, whoever clicks and however often --------------------------------
@@ -228,8 +230,13 @@ def drawn_state(status: str, note: Mapping[str, Any] | None) -> str:
     return f"{status}|{shown}"
 
 
+_MARK_DRAWN = (
+    update(schema.cases).where(schema.cases.c.id == bindparam("case")).values(drawn_state=bindparam("state"))
+)
+
+
 async def mark_drawn(conn: AsyncConnection, case_id: str, state: str) -> None:
-    await conn.execute(update(schema.cases).where(schema.cases.c.id == case_id).values(drawn_state=state))
+    await conn.execute(_MARK_DRAWN, {"case": case_id, "state": state})
 
 
 def reply_key(case_id: str, status: str) -> str:
