@@ -22,7 +22,7 @@ from bot import store
 from bot.cards import customer_reply_message
 from bot.cards.models import Message, ProgressStep
 from bot.cards.rounds import changes_requested_message
-from bot.presenters.approver import credit_note_card_message
+from bot.presenters.approver import CARD_VIEWER, card_message, read_approver_view
 from bot.presenters.cases import case_message
 from bot.presenters.rounds import rounds_in
 from bot.runtime import BotRuntime
@@ -53,14 +53,15 @@ async def put_case_message(
 async def refresh_card(runtime: BotRuntime, credit_note_id: str) -> bool:
     """Redraw the note's evidence card from the database as it stands now; False when it has no card."""
     async with runtime.locks.locked(f"billsleuth:card:{credit_note_id}") as conn:
-        note = await queries.view_in(conn, credit_note_id)
-        if note.case_id is None:
+        # One read of the note, its votes and its case: the card is drawn from it, and marked as drawn
+        # from the same state.
+        view = await read_approver_view(runtime.service, credit_note_id, viewer=CARD_VIEWER, conn=conn)
+        if view.case is None:
             return False
-        status = (await case_row_in(conn, note.case_id)).status
-        message = await credit_note_card_message(runtime.service, credit_note_id, conn)
-        if await put_case_message(runtime, note.case_id, message, conn) is None:
+        case_id = view.case.case_id
+        if await put_case_message(runtime, case_id, card_message(view), conn) is None:
             return False
-        await store.mark_drawn(conn, note.case_id, store.drawn_state(status, note.summary()))
+        await store.mark_drawn(conn, case_id, store.drawn_state(view.case.status, view.note.summary()))
         return True
 
 

@@ -306,8 +306,12 @@ def note_json(note: Note) -> dict[str, Any]:
     }
 
 
+def card_message(view: ApproverView) -> Message:
+    """The evidence card, drawn from what an approver sees."""
+    return credit_note_card(card_view(view))
+
+
 async def credit_note_card_message(
     service: CaseService, credit_note_id: str, conn: AsyncConnection | None = None
 ) -> Message:
-    view = await read_approver_view(service, credit_note_id, viewer=CARD_VIEWER, conn=conn)
-    return credit_note_card(card_view(view))
+    return card_message(await read_approver_view(service, credit_note_id, viewer=CARD_VIEWER, conn=conn))
