@@ -180,12 +180,12 @@ async def _fresh_recomputation(
     return check, payments
 
 
-_log = schema.audit_log.c
+_audit = schema.audit_log.c
 # Built once, as every statement a card draw runs: building one costs about as much CPU as running it.
 _AGENT_TRAIL = (
-    select(_log.at, _log.actor, _log.tool, _log.args, _log.ok, _log.result_digest)
-    .where(_log.case_id == bindparam("case_id"), _log.actor.startswith(AGENT_ACTOR_PREFIX))
-    .order_by(_log.id)
+    select(_audit.at, _audit.actor, _audit.tool, _audit.args, _audit.ok, _audit.result_digest)
+    .where(_audit.case_id == bindparam("case_id"), _audit.actor.startswith(AGENT_ACTOR_PREFIX))
+    .order_by(_audit.id)
 )
 
 

@@ -14,16 +14,16 @@ from engine import schema
 SENT_BACK = f"case.{CaseStatus.REVISION_REQUESTED}"
 
 
-_log = schema.activity_log.c
+_activity = schema.activity_log.c
 # Built once: a card draw runs it (building a statement costs about as much CPU as running it).
 _ROUNDS = (
-    select(_log.action, _log.actor_id, _log.details)
+    select(_activity.action, _activity.actor_id, _activity.details)
     .where(
-        _log.entity_type == "case",
-        _log.entity_id == bindparam("case_id"),
-        _log.action.in_((SENT_BACK, RESUBMITTED)),
+        _activity.entity_type == "case",
+        _activity.entity_id == bindparam("case_id"),
+        _activity.action.in_((SENT_BACK, RESUBMITTED)),
     )
-    .order_by(_log.id)
+    .order_by(_activity.id)
 )
 
 
