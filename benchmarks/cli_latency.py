@@ -4,7 +4,7 @@ Seeds the demo ledger in a scratch BILLSLEUTH_HOME (embedded Postgres, or DATABA
 case with a credit note, keeps the embedded server warm with a process that holds it (as a running bot
 would), then runs each command as a fresh process several times and prints the median and range next to
 the goal (0.3 s) and three floors: a bare import of what the commands' database layer needs
-(SQLAlchemy's asyncio engine, pydantic-settings, psycopg); the least any read command can do (find the
+(SQLAlchemy's asyncio engine, pydantic, psycopg); the least any read command can do (find the
 embedded server, connect with psycopg, one query); and `billsleuth --help`.
 
     python benchmarks/cli_latency.py [--runs 7]
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 BILLSLEUTH = str(BIN / "billsleuth")
 GOAL_SECONDS = 0.3
-FLOOR_IMPORTS = "import sqlalchemy.ext.asyncio, pydantic_settings, psycopg"
+FLOOR_IMPORTS = "import sqlalchemy.ext.asyncio, psycopg; from pydantic import BaseModel"
 # The least any read command can do on the embedded server: find it (the wheel), connect, one query.
 FLOOR_QUERY = "; ".join(
     [
