@@ -55,6 +55,25 @@ RESUBMITTED = "case.resubmitted"  # activity: the requester answered the approve
 NOTE_LESS = (CaseStatus.EXPLAINED, CaseStatus.NEEDS_CUSTOMER)  # statuses whose case JSON shows no note
 
 
+# The cases still waiting for approval whose latest note is no longer a draft, oldest first: the only ones
+# settling can move. One statement, however many cases wait on an undecided draft (nearly all of them).
+_latest_note_status = (
+    select(schema.credit_notes.c.status)
+    .where(schema.credit_notes.c.case_id == schema.cases.c.id)
+    .order_by(schema.credit_notes.c.created_at.desc(), schema.credit_notes.c.id.desc())
+    .limit(1)
+    .scalar_subquery()
+)
+_WAITING_ON_A_DECIDED_NOTE = (
+    select(schema.cases.c.id)
+    .where(
+        schema.cases.c.status == CaseStatus.AWAITING_APPROVAL,
+        _latest_note_status != NoteStatus.DRAFT,  # no note at all: NULL, left out
+    )
+    .order_by(schema.cases.c.created_at, schema.cases.c.id)
+)
+
+
 class CaseNotFound(LookupError):
     pass
 
@@ -550,17 +569,8 @@ class CaseService:
         by a vote that found it overdue, or by a process that stopped before resuming), and — with
         `release_held` — those whose approved note the daily credit limit held back and now has room for.
         Oldest first, so a held note is not overtaken by newer ones when the day's room is scarce."""
-        cases = schema.cases.c
-        async with self.engine.connect() as conn:
-            waiting = list(
-                (
-                    await conn.execute(
-                        select(cases.id)
-                        .where(cases.status == CaseStatus.AWAITING_APPROVAL)
-                        .order_by(cases.created_at, cases.id)
-                    )
-                ).scalars()
-            )
+        async with reading(self.engine) as conn:
+            waiting = list((await conn.execute(_WAITING_ON_A_DECIDED_NOTE)).scalars())
         settled = []
         for case_id in waiting:
             try:  # one broken case must not keep the others waiting

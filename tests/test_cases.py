@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import func, select, text
+from sqlalchemy import event, func, select, text
 
 from agent.cases import CaseService, case_service
 from agent.configuration import Configuration
@@ -370,6 +370,37 @@ async def test_an_undecided_draft_expires_and_the_reply_promises_nothing(service
     assert after["status"] == "expired" and after["credit_note"]["status"] == "expired"
     assert sc["truth"]["overcharge"] not in after["reply"]["customer_message"]
     assert (await service.state_of(case["case_id"])).next == ()
+
+
+async def test_looking_for_settled_waiting_cases_reads_once_however_many_wait_on_a_draft(
+    service: CaseService,
+) -> None:
+    """The bot's sweep looks every few minutes: one statement, not two more for each case still waiting."""
+    waiting = []
+    for variant in ("coupon_wrong_base", "expired_tax_rate", "coupon_not_applied"):
+        sc = scenario(variant)
+        case = await service.open_case(sc["question"], requester="U0SUPPORT1", customer_id=sc["customer_id"])
+        waiting.append(case["case_id"])
+    statements: list[str] = []
+
+    def counted(conn: object, cursor: object, statement: str, *args: object) -> None:
+        statements.append(statement)
+
+    event.listen(service.engine.sync_engine, "before_cursor_execute", counted)
+    try:
+        assert await service.settle_waiting_cases() == []  # every note is still a draft
+    finally:
+        event.remove(service.engine.sync_engine, "before_cursor_execute", counted)
+    assert len(statements) == 1, statements
+    # A note decided meanwhile (here, expired behind the service's back) is still found and settled.
+    async with service.engine.begin() as conn:
+        await conn.execute(
+            schema.credit_notes.update()
+            .where(schema.credit_notes.c.case_id == waiting[1])
+            .values(status="expired")
+        )
+    assert await service.settle_waiting_cases() == [waiting[1]]
+    assert (await service.show_case(waiting[1]))["status"] == "expired"
 
 
 async def test_finished_cases_lose_their_checkpoints_after_the_retention(service: CaseService) -> None:
