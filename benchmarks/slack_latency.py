@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import resource
 import signal
@@ -192,15 +193,16 @@ async def mention_burst(
             assert (await warm.send(p.app_home_opened(user="U0SUPPORT1"))).status == 200
     await asyncio.sleep(1.0)
     before = [cpu_seconds(pid) for pid in pids]
-    postgres_before = {pid: cpu_seconds(pid) for pid in server_pids()}
+    postgres_before = cpu_of(server_pids())
     harness_before = own_cpu_seconds()
     started = time.perf_counter()
     results = await asyncio.gather(*(timed_mention(slack, client, sc, carded) for sc in scenarios))
     wall = time.perf_counter() - started
     harness = own_cpu_seconds() - harness_before
     # Backends alive at the end (the bots' pools keep theirs); one that started meanwhile counts from 0.
+    postgres_after = cpu_of(server_pids())
     postgres = (
-        sum(cpu_seconds(pid) - postgres_before.get(pid, 0.0) for pid in server_pids())
+        sum(cpu - postgres_before.get(pid, 0.0) for pid, cpu in postgres_after.items())
         if postgres_before
         else None
     )
@@ -249,14 +251,21 @@ def embedded_server_pids(url: str) -> Callable[[], list[int]]:
     def pids() -> list[int]:
         children = []
         for entry in Path("/proc").iterdir():
-            try:
+            with contextlib.suppress(OSError):  # it ended while we looked
                 if entry.name.isdigit() and parent_of(int(entry.name)) == postmaster:
                     children.append(int(entry.name))
-            except OSError:  # it ended while we looked
-                pass
         return [postmaster, *children]
 
     return pids
+
+
+def cpu_of(pids: list[int]) -> dict[int, float]:
+    """Each process's CPU so far, leaving out one that ended since it was listed."""
+    seconds = {}
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            seconds[pid] = cpu_seconds(pid)
+    return seconds
 
 
 def parent_of(pid: int) -> int:
