@@ -57,18 +57,12 @@ NOTE_LESS = (CaseStatus.EXPLAINED, CaseStatus.NEEDS_CUSTOMER)  # statuses whose 
 
 # The cases still waiting for approval whose latest note is no longer a draft, oldest first: the only ones
 # settling can move. One statement, however many cases wait on an undecided draft (nearly all of them).
-_latest_note_status = (
-    select(schema.credit_notes.c.status)
-    .where(schema.credit_notes.c.case_id == schema.cases.c.id)
-    .order_by(schema.credit_notes.c.created_at.desc(), schema.credit_notes.c.id.desc())
-    .limit(1)
-    .scalar_subquery()
-)
 _WAITING_ON_A_DECIDED_NOTE = (
     select(schema.cases.c.id)
     .where(
         schema.cases.c.status == CaseStatus.AWAITING_APPROVAL,
-        _latest_note_status != NoteStatus.DRAFT,  # no note at all: NULL, left out
+        # no note at all: NULL, left out
+        queries.latest_note_of_case(schema.credit_notes.c.status) != NoteStatus.DRAFT,
     )
     .order_by(schema.cases.c.created_at, schema.cases.c.id)
 )

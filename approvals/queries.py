@@ -10,7 +10,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Row, bindparam, select
+from sqlalchemy import ColumnElement, Row, ScalarSelect, bindparam, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from approvals.models import OPEN_NOTES, CreditNoteView, NoteStatus, OpenNote, UnknownCreditNote, Vote
@@ -38,6 +38,19 @@ _NOTES_OF_CASE = (
     .where(t.credit_notes.c.case_id == bindparam("case_id"))
     .order_by(t.credit_notes.c.created_at, t.credit_notes.c.id)
 )
+
+
+def latest_note_of_case(column: ColumnElement[Any]) -> ScalarSelect[Any]:
+    """`column` of the case's latest credit note (a changed amount drafts a second one: the latest is the
+    one in force), correlated to the enclosing query's cases row; NULL for a case with no note."""
+    notes = t.credit_notes.c
+    return (
+        select(column)
+        .where(notes.case_id == t.cases.c.id)
+        .order_by(notes.created_at.desc(), notes.id.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
 
 
 def _vote(row: Row[Any]) -> Vote:

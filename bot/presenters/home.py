@@ -85,14 +85,8 @@ async def _credit_left(
 
 async def open_cases_of(engine: AsyncEngine, user_id: str) -> list[CaseSummaryView]:
     """The user's cases that still need someone: not explained and not settled, newest first."""
-    cases, notes = schema.cases.c, schema.credit_notes.c
-    latest_note = (
-        select(notes.id)
-        .where(notes.case_id == cases.id)
-        .order_by(notes.created_at.desc(), notes.id.desc())
-        .limit(1)
-        .scalar_subquery()
-    )
+    cases = schema.cases.c
+    latest_note = queries.latest_note_of_case(schema.credit_notes.c.id)
     async with reading(engine) as conn:
         rows = await conn.execute(
             select(cases.id, cases.customer_id, cases.status, cases.created_at, cases.question, latest_note)
