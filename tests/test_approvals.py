@@ -195,8 +195,11 @@ async def count(db: AsyncEngine, table: Any, *where: Any) -> int:
 
 
 async def activity(db: AsyncEngine) -> list[Any]:
+    """BillSleuth's own rows (the database's account of each change, actor_type database, is apart)."""
+    log = t.activity_log.c
+    query = select(t.activity_log).where(log.actor_type != "database").order_by(log.id)
     async with db.connect() as conn:
-        return (await conn.execute(select(t.activity_log).order_by(t.activity_log.c.id))).all()
+        return (await conn.execute(query)).all()
 
 
 async def status_of(db: AsyncEngine, note_id: str) -> str:
