@@ -161,10 +161,11 @@ async def verify_chain(engine: AsyncEngine) -> ChainReport:
     async with engine.connect() as conn:
         conn = await conn.execution_options(isolation_level="REPEATABLE READ")
         async with conn.begin():
-            return await _verify_in(conn)
+            return await verify_in(conn)
 
 
-async def _verify_in(conn: AsyncConnection) -> ChainReport:
+async def verify_in(conn: AsyncConnection) -> ChainReport:
+    """The chain check inside the caller's transaction (one snapshot: REPEATABLE READ)."""
     log = t.activity_log.c
     rows, last_id, last_hash = (
         await conn.execute(

@@ -75,6 +75,7 @@ from bot.flows.digest import (
     daily_findings_digest,
 )
 from bot.flows.outbox import DEFAULT_POLL_SECONDS, watch_outbox
+from bot.flows.seals import seal_when_due
 from bot.identity import foreign_reason, record_foreign
 from bot.listeners import register_listeners
 from bot.runtime import (
@@ -96,6 +97,8 @@ DEFAULT_EXPIRY_INTERVAL = 300.0  # seconds between sweeps for overdue drafts, he
 # A case queued or investigating untouched this long lost its process (a crash the start-up recovery of
 # another process did not see): the sweep takes it up. Far longer than any queue or run takes.
 STALE_CASE = timedelta(minutes=10)
+# How often the bot looks whether a seal of the activity log is due (daily, or after a policy change).
+DEFAULT_SEAL_CHECK_SECONDS = 60.0
 
 Mode = Literal["http", "socket"]
 
@@ -350,6 +353,8 @@ class Chores:
     # How often to look whether the day's findings digest is due (None: never); it runs only with
     # BILLSLEUTH_SWEEP_CHANNEL set.
     digest_check: float | None = DEFAULT_DAILY_CHECK_SECONDS
+    # How often to look whether a seal of the activity log is due (None: never).
+    seal_check: float | None = DEFAULT_SEAL_CHECK_SECONDS
     _loops: list[asyncio.Task[None]] = field(default_factory=list, init=False)
 
     def start(self) -> None:
@@ -372,6 +377,21 @@ class Chores:
             self._run(sweep_forever(), name="expiry sweep")
         if self.digest_check and self.runtime.slack.sweep_channel:
             self._run(self._daily_digest(self.digest_check), name="daily findings digest")
+        if self.seal_check:
+            self._run(self._seals(self.seal_check), name="activity log seals")
+
+    async def _seals(self, every: float) -> None:
+        # The first look one interval after start: a start that stored a changed policy is sealed then, and
+        # a bot started only for a moment (a one-off) posts nothing.
+        wait = every
+        while True:
+            await asyncio.sleep(wait)
+            wait = every
+            try:
+                await seal_when_due(self.runtime)
+            except Exception:
+                wait = max(every, RETRY_AFTER_FAILURE_SECONDS)
+                log.exception("posting the activity log's seal failed; trying again in %ss", wait)
 
     async def _daily_digest(self, every: float) -> None:
         while True:
@@ -443,9 +463,12 @@ async def running_bot(
     expiry_interval: float | None = DEFAULT_EXPIRY_INTERVAL,
     outbox_poll: float | None = DEFAULT_POLL_SECONDS,
     digest_check: float | None = DEFAULT_DAILY_CHECK_SECONDS,
+    seal_check: float | None = None,
     drain_timeout: float = 30.0,
 ) -> AsyncIterator[RunningBot]:
-    """The whole bot in this process, serving HTTP on host:port (0: a free port) until the block ends."""
+    """The whole bot in this process, serving HTTP on host:port (0: a free port) until the block ends.
+    Seals are off unless `seal_check` says how often to look (`billsleuth bot` looks every minute): a test
+    or the demo that wants one asks for it, and the others' Slack traffic stays theirs."""
     async with open_runtime(
         database_url,
         slack,
@@ -459,7 +482,7 @@ async def running_bot(
         async with keep_alive(app.client):
             await runtime.refuse_bots_on_the_allowlist()
             server = await start_http(app, host=host, port=port)
-            chores = Chores(runtime, recover, expiry_interval, outbox_poll, digest_check)
+            chores = Chores(runtime, recover, expiry_interval, outbox_poll, digest_check, seal_check)
             chores.start()
             try:
                 yield RunningBot(app, runtime, server)
