@@ -36,13 +36,34 @@ down_revision = "0011"
 branch_labels = None
 depends_on = None
 
-# (trigger and its function, table, events) of every deferred row trigger.
+# (trigger, function, table, events, when) of every deferred row trigger. An UPDATE that changes nothing
+# recorded is filtered by WHEN, which a constraint trigger evaluates at once: no event is queued for it.
 ROW_TRIGGERS = (
-    ("activity_credit_note_status", "credit_notes", "INSERT OR DELETE OR UPDATE"),
-    ("activity_vote", "approvals", "INSERT OR DELETE OR UPDATE"),
-    ("activity_policy", "policy", "INSERT OR DELETE OR UPDATE"),
-    ("activity_model_budget", "model_budget_months", "INSERT OR UPDATE"),
-)
+    ("activity_credit_note_written", "activity_credit_note_status", "credit_notes", "INSERT OR DELETE", ""),
+    (
+        "activity_credit_note_status",
+        "activity_credit_note_status",
+        "credit_notes",
+        "UPDATE",
+        "OLD.status IS DISTINCT FROM NEW.status",
+    ),
+    ("activity_vote_written", "activity_vote", "approvals", "INSERT OR DELETE", ""),
+    ("activity_vote_changed", "activity_vote", "approvals", "UPDATE", "OLD IS DISTINCT FROM NEW"),
+    ("activity_policy_written", "activity_policy", "policy", "INSERT OR DELETE", ""),
+    (
+        "activity_policy_changed",
+        "activity_policy",
+        "policy",
+        "UPDATE",
+        "(OLD.name, OLD.value) IS DISTINCT FROM (NEW.name, NEW.value)",
+    ),
+    # A month's row is also written when spend pauses it: only its limit is policy.
+    ("activity_model_budget_set", "activity_model_budget", "model_budget_months", "INSERT",
+     "NEW.limit_usd IS NOT NULL"),
+    ("activity_model_budget_changed", "activity_model_budget", "model_budget_months", "UPDATE",
+     "OLD.limit_usd IS DISTINCT FROM NEW.limit_usd"),
+)  # fmt: skip
+FUNCTIONS = ("activity_credit_note_status", "activity_vote", "activity_policy", "activity_model_budget")
 TRUNCATE_WATCHED = ("credit_notes", "approvals", "policy", "model_budget_months")
 
 # Who and what made the change, as the database knows it: the login (session_user: SECURITY DEFINER
@@ -70,7 +91,6 @@ def _function(name: str, body: str, search_path: str, declare: str = "") -> str:
 def _credit_note_status(search_path: str) -> str:
     body = """
         IF TG_OP = 'DELETE' THEN note := OLD; ELSE note := NEW; END IF;
-        IF TG_OP = 'UPDATE' AND OLD.status IS NOT DISTINCT FROM NEW.status THEN RETURN NULL; END IF;
     """ + _APPEND.format(
         action="'db.credit_note.status'",
         entity_type="'credit_note'",
@@ -89,7 +109,6 @@ def _vote(search_path: str) -> str:
         "'source', {r}.source, 'args_hash', {r}.args_hash)"  # fmt: skip
     body = """
         IF TG_OP = 'DELETE' THEN ballot := OLD; ELSE ballot := NEW; END IF;
-        IF TG_OP = 'UPDATE' AND OLD IS NOT DISTINCT FROM NEW THEN RETURN NULL; END IF;
     """ + _APPEND.format(
         action="'db.vote'",
         entity_type="'credit_note'",
@@ -104,9 +123,6 @@ def _vote(search_path: str) -> str:
 def _policy(search_path: str) -> str:
     body = """
         IF TG_OP = 'DELETE' THEN setting := OLD; ELSE setting := NEW; END IF;
-        IF TG_OP = 'UPDATE' AND (OLD.name, OLD.value) IS NOT DISTINCT FROM (NEW.name, NEW.value) THEN
-            RETURN NULL;
-        END IF;
     """ + _APPEND.format(
         action="'db.policy'",
         entity_type="'policy'",
@@ -120,11 +136,7 @@ def _policy(search_path: str) -> str:
 
 
 def _model_budget(search_path: str) -> str:
-    # A month's row is also written when spend pauses it; only its limit is policy.
-    body = """
-        IF NEW.limit_usd IS NULL AND (TG_OP = 'INSERT' OR OLD.limit_usd IS NULL) THEN RETURN NULL; END IF;
-        IF TG_OP = 'UPDATE' AND OLD.limit_usd IS NOT DISTINCT FROM NEW.limit_usd THEN RETURN NULL; END IF;
-    """ + _APPEND.format(
+    body = _APPEND.format(
         action="'db.policy'",
         entity_type="'policy'",
         entity_id="'policy'",
@@ -177,10 +189,10 @@ def upgrade() -> None:
     search_path = _search_path()
     for build in (_credit_note_status, _vote, _policy, _model_budget, _truncated):
         op.execute(build(search_path))
-    for trigger, table, events in ROW_TRIGGERS:
+    for trigger, function, table, events, when in ROW_TRIGGERS:
         op.execute(
-            f"CREATE CONSTRAINT TRIGGER {trigger} AFTER {events} ON {table} "
-            f"DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION {trigger}()"
+            f"CREATE CONSTRAINT TRIGGER {trigger} AFTER {events} ON {table} DEFERRABLE INITIALLY DEFERRED "
+            f"FOR EACH ROW {f'WHEN ({when}) ' if when else ''}EXECUTE FUNCTION {function}()"
         )
     for table in TRUNCATE_WATCHED:
         op.execute(
@@ -195,7 +207,7 @@ def downgrade() -> None:
     op.execute("DROP FUNCTION activity_log_database_rows()")
     for table in TRUNCATE_WATCHED:
         op.execute(f"DROP TRIGGER activity_truncated ON {table}")
-    for trigger, table, _ in ROW_TRIGGERS:
+    for trigger, _, table, _, _ in ROW_TRIGGERS:
         op.execute(f"DROP TRIGGER {trigger} ON {table}")
-        op.execute(f"DROP FUNCTION {trigger}()")
-    op.execute("DROP FUNCTION activity_truncated()")
+    for function in (*FUNCTIONS, "activity_truncated"):
+        op.execute(f"DROP FUNCTION {function}()")
