@@ -37,14 +37,7 @@ BY_HAND = "by hand"
 
 # Rows that change (or propose to change) the rules: a seal follows each. `db.policy` is the database's
 # own account (migration 0012), so a change made in psql is sealed too.
-POLICY_ACTIONS = (
-    "db.policy",
-    "policy.changed",
-    "policy.proposed",
-    "policy.approved",
-    "policy.rejected",
-    "policy.applied",
-)
+POLICY_ACTIONS = ("db.policy", "policy.changed", "policy.proposed", "policy.rejected", "policy.superseded")
 
 _SEAL_TEXT = re.compile(r"(\d{1,19}):([0-9a-fA-F]{64})")
 

@@ -9,9 +9,15 @@ from __future__ import annotations
 
 import argparse
 from datetime import date
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bot.cli.common import CommandError, on_database, warn
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
+    from approvals.seals import Seal
+    from bot.config import SlackSettings
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -80,7 +86,8 @@ def run_seal(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _post_seal(engine: Any, slack: Any) -> tuple[Any, tuple[str, ...]]:
+async def _post_seal(engine: AsyncEngine, slack: SlackSettings) -> tuple[Seal, tuple[str, ...]]:
+    """The seal posted to the finance channel, else each approver of the stored policy; where it went."""
     from slack_sdk.errors import SlackApiError
 
     from approvals import activity, seals
