@@ -21,10 +21,12 @@ from agent.configuration import Configuration
 from agent.findings_sweep import run_findings_sweep
 from approvals.activity import USER
 from approvals.config import ApprovalSettings
+from approvals.seals import DAILY, verify_anchor
 from bot.cards import APPROVE_ACTION_ID, REJECT_ACTION_ID, REJECT_REASON_ACTION_ID, REJECT_REASON_BLOCK_ID
 from bot.cards.ids import REQUEST_CHANGES_ACTION_ID, SWEEP_OPEN_CASE_ACTION_ID
 from bot.cards.text import render_blocks
 from bot.flows.digest import post_findings_digest
+from bot.flows.seals import seal_now
 from bot.server import RunningBot, running_bot
 from bot.slack_testing import SignedClient, SlackRecorder
 from bot.slack_testing import payloads as p
@@ -193,6 +195,20 @@ async def play(scene: Scene, scenarios: list[dict[str, Any]]) -> None:
     thread = await scene.mention(f"Hi, this is {name}. {named['question']}")
     scene.show("Evidence card (the customer found by name)", scene.bot_messages(thread)[0])
     await play_findings_digest(scene)
+    await play_seal(scene)
+
+
+async def play_seal(scene: Scene) -> None:
+    """The activity log's head sealed in Slack (the bot does it daily and after policy changes), and the
+    command an auditor runs with it."""
+    scene.say("\n=== 9. History sealed outside the database ===")
+    seal = await seal_now(scene.bot.runtime, DAILY)
+    if seal is None:
+        return
+    posted = scene.slack.messages(dm_channel(FINANCE[0]))[-1]
+    scene.show(f"Activity log seal, to @{FINANCE[0]}", posted)
+    report = await verify_anchor(scene.bot.runtime.engine, seal)
+    scene.say(f"\n>>> an auditor: billsleuth activity verify --anchor {seal.line()}\n{report.line()}")
 
 
 async def play_findings_digest(scene: Scene) -> None:

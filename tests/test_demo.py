@@ -34,6 +34,7 @@ async def test_the_demo_shows_every_outcome_and_saves_valid_block_kit(
     assert "customer id" in text  # the bot asked for one
     assert "found by name" in text  # a customer named, not numbered
     assert "Findings sweep:" in text and "Case from the digest, in its thread" in text
+    assert "Activity log seal" in text and "chain intact through the seal at row" in text
     assert len(scene.saved) >= 8
     for path in scene.saved:
         blocks = json.loads(path.read_text())["blocks"]
