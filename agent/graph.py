@@ -66,12 +66,15 @@ async def intake(state: CaseState, runtime: Runtime[CaseContext]) -> dict[str, A
     complaint = parse_complaint(state["question"])
     customer_id = state.get("customer_id") or complaint.customer_id
     name: str | None = None
+    currency: str | None = None
     opened_from: str | None = None
     async with reading(context.engine) as conn:
         if customer_id:
             customers = schema.customers.c
-            found = await conn.execute(select(customers.name).where(customers.id == customer_id))
-            name = found.scalar_one_or_none()
+            found = await conn.execute(
+                select(customers.name, customers.currency).where(customers.id == customer_id)
+            )
+            name, currency = found.one_or_none() or (None, None)
         if name is not None:  # a name quoted in the words does not set the reply's language
             complaint = parse_complaint(state["question"], (name,))
         else:
@@ -80,6 +83,8 @@ async def intake(state: CaseState, runtime: Runtime[CaseContext]) -> dict[str, A
             opened_from = door.scalar_one_or_none()
     update: dict[str, Any] = {
         "language": complaint.language,
+        "language_fallback": complaint.language_fallback,
+        "currency": currency,
         "month": complaint.month,
         "year": complaint.year,
         "months_back": complaint.months_back,
@@ -128,7 +133,14 @@ async def investigate(state: CaseState, runtime: Runtime[CaseContext]) -> dict[s
 
                 question = prompts.with_answers(state["question"], list(state.get("rounds", [])))
                 outcome = await investigate_with_model(
-                    tools, evidence, configuration, question, month, state.get("amount"), run
+                    tools,
+                    evidence,
+                    configuration,
+                    question,
+                    month,
+                    state.get("amount"),
+                    run,
+                    state.get("language", "en"),
                 )
         finally:
             await budget.release(run)
@@ -194,7 +206,7 @@ async def verify(state: CaseState, runtime: Runtime[CaseContext]) -> dict[str, A
     # The approver reads it: no figure the ledger did not give. The customer's own amount is on the record
     # only to be quoted back to them, so it grounds nothing the model says.
     ledger_items = [item for item in evidence.items if item["tool"] != COMPLAINT]
-    if ungrounded(reasoning, ledger_items):
+    if ungrounded(reasoning, ledger_items, state.get("language", "en")):  # told to write in that language
         reasoning, written_by = (state.get("auditor") or {}).get("reasoning") or "", "auditor"
     # From here on the findings are what BillSleuth stands behind: the verified target invoice first.
     verified = {
@@ -226,8 +238,10 @@ async def write_up(state: CaseState, runtime: Runtime[CaseContext]) -> dict[str,
         state.get("investigator", ""),
         (state.get("auditor") or {}).get("asked"),
         others=state.get("other_findings") or [],
+        currency=state.get("currency") or "USD",
+        language_fallback=state.get("language_fallback"),
     )
-    stray = ungrounded_in_reply(reply, evidence)
+    stray = ungrounded_in_reply(reply, evidence, state.get("language", "en"))
     if stray:
         return _escalate(f"the write-up states numbers the ledger does not support: {', '.join(stray)}")
     credit = findings["expected_action"] == "credit_note"

@@ -12,6 +12,8 @@ from collections.abc import Iterable
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from agent.i18n import number_pattern, parse_number
+from agent.language import Language
 from agent.state import EvidenceItem
 
 # ASCII word boundaries: in Unicode mode a CJK character counts as a word character, which would hide
@@ -19,9 +21,9 @@ from agent.state import EvidenceItem
 ID_PATTERN = re.compile(r"\b(?:INV|PAY|CN|SUB|EV|CASE|C)-[0-9A-Za-z-]+", re.IGNORECASE | re.ASCII)
 EVIDENCE_REF = re.compile(r"\[E\d+\]", re.ASCII)
 DATE_PATTERN = re.compile(r"\b\d{4}-\d{2}-\d{2}\b", re.ASCII)
-# A number is a run of digits (with thousands commas and decimals) wherever it stands — "174.90USD",
-# "USD174.90", "174.90." — but never part of a longer number.
-NUMBER_PATTERN = re.compile(r"(?<![\d.])-?\d+(?:,\d{3})*(?:\.\d+)?(?!\d)(?!\.\d)", re.ASCII)
+# A number is a run of digits (with thousands marks and decimals, as the text's language writes them: see
+# agent.i18n.number_pattern) wherever it stands — "174.90USD", "USD174.90", "174.90." — but never part of
+# a longer number. English: "1,650.06"; German: "1.650,06"; French: "1 650,06".
 
 
 class EvidenceBook:
@@ -147,19 +149,21 @@ _HARVESTERS = {
 }
 
 
-def _as_decimal(token: str) -> Decimal | None:
+def _as_decimal(token: str, language: Language) -> Decimal | None:
     try:
-        return Decimal(token.replace(",", ""))
+        return parse_number(token, language)
     except InvalidOperation:
         return None
 
 
-def numbers_in(text: str) -> tuple[set[Decimal], set[str]]:
-    """The numbers and ISO dates a text states (ids and evidence references are not numbers)."""
+def numbers_in(text: str, language: Language = "en") -> tuple[set[Decimal], set[str]]:
+    """The numbers and ISO dates a text states, read as `language` writes numbers ("1.650,06" is 1650.06
+    in German, 1.65 nowhere); ids and evidence references are not numbers."""
     text = EVIDENCE_REF.sub(" ", ID_PATTERN.sub(" ", text))
     dates = set(DATE_PATTERN.findall(text))
     text = DATE_PATTERN.sub(" ", text)
-    numbers = {n for n in (_as_decimal(t) for t in NUMBER_PATTERN.findall(text)) if n is not None}
+    tokens = number_pattern(language).findall(text)
+    numbers = {n for n in (_as_decimal(t, language) for t in tokens) if n is not None}
     return numbers, dates
 
 
@@ -176,10 +180,11 @@ def grounded_values(evidence: Iterable[EvidenceItem]) -> tuple[set[Decimal], set
     return {n.copy_abs() for n in numbers}, dates
 
 
-def ungrounded(text: str, evidence: Iterable[EvidenceItem]) -> list[str]:
-    """Numbers and dates in `text` that no evidence item supports (empty when the text is grounded)."""
+def ungrounded(text: str, evidence: Iterable[EvidenceItem], language: Language = "en") -> list[str]:
+    """Numbers and dates in `text`, written in `language`, that no evidence item supports (empty when the
+    text is grounded). The evidence is the ledger's own: its numbers are always written "1650.06"."""
     allowed_numbers, allowed_dates = grounded_values(evidence)
-    numbers, dates = numbers_in(text)
+    numbers, dates = numbers_in(text, language)
     bad = [f"{n}" for n in sorted(numbers) if n.copy_abs() not in allowed_numbers]
     bad += sorted(d for d in dates if d not in allowed_dates)
     return bad

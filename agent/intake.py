@@ -2,22 +2,32 @@
 
 from __future__ import annotations
 
+import functools
 import re
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 
-from agent.prompts import Language, language_of
+from agent import i18n
+from agent.language import Detected, Language, detect
 
 # ASCII boundaries so "客户C-0007说扣了174.90美元" (no spaces, as people write Chinese) still parses.
 CUSTOMER_ID = re.compile(r"\bC-(\d{4,6})\b", re.IGNORECASE | re.ASCII)
 # Seed 002's invoice ids: INV-<subscription>-<period>, with an optional suffix (the `D` copy, `-L1`).
 INVOICE_ID = re.compile(r"\bINV-\d{4,6}-\d{2}(?:-?[A-Z]\w*)?\b", re.IGNORECASE | re.ASCII)
-AMOUNT = re.compile(r"(?<![\w.-])(\d{1,3}(?:,\d{3})+|\d+)\.(\d{2})(?![\d])", re.ASCII)
+# An amount with cents as any of our languages writes it: "1,174.90", "174,90", "1.650,06", and in French
+# "1 650,06" (a space, or the no-break spaces French typesetting puts there).
+AMOUNT = re.compile(
+    r"(?<![\w.-])(?:(\d{1,3}(?:,\d{3})+|\d+)\.(\d{2})|(\d{1,3}(?:\.\d{3})+|\d+),(\d{2}))(?![\d])", re.ASCII
+)
+SPACED_AMOUNT = re.compile(r"(?<![\w.,-])(\d{1,3}(?:[ \u00a0\u202f]\d{3})+),(\d{2})(?![\d])")
 # "2025年9月" (the year optional), "2025-09" (a date's year and month too), "September 2025" / "Sep 2025".
 CHINESE_MONTH = re.compile(r"(?:(20\d{2})\s*年\s*)?(?<!\d)(1[0-2]|0?[1-9])\s*月")
+KOREAN_MONTH = re.compile(r"(?:(20\d{2})\s*년\s*)?(?<!\d)(1[0-2]|0?[1-9])\s*월")
 ISO_MONTH = re.compile(r"\b(20\d{2})-(0[1-9]|1[0-2])\b", re.ASCII)
-YEAR_AFTER_MONTH = re.compile(r"\s*,?\s*(20\d{2})\b", re.ASCII)
+# "September 2025", "septiembre de 2025", "setembro de 2025".
+YEAR_AFTER_MONTH = re.compile(r"\s*,?\s*(?:de\s+)?(20\d{2})\b", re.ASCII)
 # Months counted back from the ledger's own date: intake has no clock (see Asked.months_back).
 RELATIVE_MONTH = (
     (re.compile(r"\blast\s+month(?:'s)?\b|上个?月", re.IGNORECASE), 1),
@@ -71,6 +81,8 @@ class Complaint:
     invoice_id: str | None = None
     year: int | None = None
     months_back: int | None = None
+    # Why the reply is in English though the words may not be (too short, too mixed), else None.
+    language_fallback: str | None = None
 
     @property
     def asked(self) -> Asked:
@@ -79,36 +91,106 @@ class Complaint:
 
 def parse_complaint(text: str, names: Iterable[str] = ()) -> Complaint:
     """`names`: the customer's names, once known — a name quoted in the words does not set their language."""
+    detected = detect(text, names)
     customer = CUSTOMER_ID.search(text)
-    amount = AMOUNT.search(text)
     invoice = INVOICE_ID.search(text)
-    year, month = _year_and_month(text)
+    year, month = _year_and_month(text, detected.language)
     # A month by name wins: in "we cut seats last month, but the June invoice…" June is the invoice.
     relative = (back for pattern, back in RELATIVE_MONTH if pattern.search(text))
     months_back = None if month is not None else next(relative, None)
     return Complaint(
         customer_id=f"C-{customer.group(1)}" if customer else None,
         month=month,
-        amount=Decimal(f"{amount.group(1).replace(',', '')}.{amount.group(2)}") if amount else None,
-        language=language_of(text, names),
+        amount=_amount(text, detected),
+        language=detected.language,
         invoice_id=invoice.group(0).upper() if invoice else None,
         year=year,
         months_back=months_back,
+        language_fallback=detected.fallback,
     )
 
 
-def _year_and_month(text: str) -> tuple[int | None, int | None]:
-    """The first month named, with its year when one is written next to it."""
-    for pattern in (CHINESE_MONTH, ISO_MONTH):
+def _amount(text: str, detected: Detected) -> Decimal | None:
+    """The first amount with cents, as the customer's language writes it ("1,650.06", "1.650,06")."""
+    found = AMOUNT.search(text)
+    spaced = SPACED_AMOUNT.search(text) if detected.language == "fr" else None
+    if spaced and (found is None or spaced.start() <= found.start()):
+        whole, cents = spaced.group(1), spaced.group(2)
+        return Decimal(f"{''.join(ch for ch in whole if ch.isdigit())}.{cents}")
+    if found is None:
+        return None
+    whole, cents = (found.group(1), found.group(2)) if found.group(1) else (found.group(3), found.group(4))
+    return Decimal(f"{whole.replace('.', '').replace(',', '')}.{cents}")
+
+
+def _year_and_month(text: str, language: Language) -> tuple[int | None, int | None]:
+    """The first month named, with its year when one is written next to it: by number in a CJK or ISO
+    form, else by name in the customer's language, else in English."""
+    for pattern in (CHINESE_MONTH, KOREAN_MONTH, ISO_MONTH):
         found = pattern.search(text)
         if found:
             year = found.group(1)
             return (int(year) if year else None), int(found.group(2))
+    if language in LOCAL_MONTH_LANGUAGES:
+        found = _local_months(language).search(text)
+        if found:
+            year = YEAR_AFTER_MONTH.match(text, found.end())
+            number = _local_month_names(language)[_plain(found.group(1) or found.group(2))]
+            return (int(year.group(1)) if year else None), number
     found = ENGLISH_MONTH.search(text)
+    if found and language in LOCAL_MONTH_LANGUAGES and len(found.group(1)) <= 3:
+        found = None  # "mar" is the sea in Spanish, Portuguese and Italian: other languages need a full name
     if found and not (found.group(1).lower() == "may" and _may_is_a_verb(text, found.start())):
         year = YEAR_AFTER_MONTH.match(text, found.end())
         return (int(year.group(1)) if year else None), MONTHS[found.group(1).lower()]
     return None, None
+
+
+# The Latin-script languages whose own month names intake reads (English names are read in any language).
+LOCAL_MONTH_LANGUAGES = ("es", "fr", "de", "pt", "it", "nl")
+
+
+def _plain(word: str) -> str:
+    """Lower case, accents off, no trailing dot: "Févr." and "fevr" are one abbreviation."""
+    decomposed = unicodedata.normalize("NFKD", word.lower().rstrip("."))
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
+@functools.cache
+def _local_month_names(language: Language) -> dict[str, int]:
+    """The language's month names (Babel's CLDR data), wide and abbreviated, plain-lettered."""
+    return {
+        name: number
+        for (name, number) in _month_names(language, "wide") + _month_names(language, "abbreviated")
+    }
+
+
+def _month_names(language: Language, width: str) -> list[tuple[str, int]]:
+    from babel.dates import get_month_names
+
+    return [
+        (_plain(name), number)
+        for context in ("format", "stand-alone")
+        for number, name in get_month_names(width, context=context, locale=i18n.LOCALES[language]).items()
+    ]
+
+
+@functools.cache
+def _local_months(language: Language) -> re.Pattern[str]:
+    """A month name in the language. A short abbreviation ("mar", "set", "out") is also an everyday word,
+    so one of three letters or fewer counts only with its dot or a year after it ("set. 2025"); a full
+    name always counts ("mei", "mai")."""
+    wide = {name for name, _ in _month_names(language, "wide")}
+    names = sorted(_local_month_names(language), key=len, reverse=True)
+    words = "|".join(_any_accent(n) for n in names if n in wide or len(n) > 3)
+    short = "|".join(_any_accent(n) for n in names if n not in wide and len(n) <= 3)
+    return re.compile(rf"\b({words})\b\.?|\b({short})(?:\.|(?=\s+(?:de\s+)?20\d{{2}}\b))", re.IGNORECASE)
+
+
+def _any_accent(plain: str) -> str:
+    """A plain-lettered name as a pattern that also matches it with its accents ("fevrier", "février")."""
+    accented = {"a": "aàâä", "e": "eéèêë", "i": "iîï", "o": "oôö", "u": "uûüù", "c": "cç"}
+    return "".join(f"[{accented[ch]}]" if ch in accented else re.escape(ch) for ch in plain)
 
 
 def _may_is_a_verb(text: str, at: int) -> bool:

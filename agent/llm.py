@@ -29,6 +29,7 @@ from agent.configuration import Configuration
 from agent.costs import Usage
 from agent.grounding import EvidenceBook, ungrounded
 from agent.investigators import InvestigationOutcome
+from agent.language import Language
 from agent.model_clients import model_client
 from agent.state import Findings
 from agent.tools import INVOICE_ID, READ_TOOLS, ToolContext, call_tool, openai_tool_specs
@@ -355,6 +356,7 @@ async def investigate_with_model(
     month: int | None,
     amount: str | None,
     budget: ModelRun,
+    language: Language = "en",
 ) -> InvestigationOutcome:
     """Let the model investigate this case through the audited read tools; escalate whatever goes wrong.
     `budget`: the run admitted against the month's model budget (agent/budget.py); every call is costed
@@ -362,7 +364,10 @@ async def investigate_with_model(
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": prompts.SYSTEM_PROMPT},
         # The complaint is untrusted: it only ever travels inside the user prompt's markers.
-        {"role": "user", "content": prompts.user_prompt(tools.customer_id, question, month, amount)},
+        {
+            "role": "user",
+            "content": prompts.user_prompt(tools.customer_id, question, month, amount, language),
+        },
     ]
     try:
         client = model_client(configuration)  # the process's shared client for this endpoint

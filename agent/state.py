@@ -5,6 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, Literal, NotRequired, TypedDict
 
+from agent.language import Language
 from approvals.models import NoteStatus
 
 
@@ -89,7 +90,9 @@ class CaseState(TypedDict, total=False):
     customer_id: str | None
     question: str
     requester: str
-    language: Literal["en", "zh"]
+    language: Language
+    language_fallback: str | None  # why the reply is in English though the words may not be, else None
+    currency: str | None  # the customer's, for the amounts of the reply
     month: int | None
     year: int | None  # with month, when the customer wrote one ("September 2025")
     months_back: int | None  # "last month" = 1, resolved against the ledger's as-of date by the auditor

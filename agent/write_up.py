@@ -39,7 +39,12 @@ def _month(language: Language, evidence: EvidenceBook, invoice_id: str) -> str |
 
 
 def answer_to_what_was_asked(
-    language: Language, asked: dict[str, Any], findings: Findings, target: str, evidence: EvidenceBook
+    language: Language,
+    asked: dict[str, Any],
+    findings: Findings,
+    target: str,
+    evidence: EvidenceBook,
+    currency: str = "USD",
 ) -> str:
     """What the reply says first when the customer named something other than where the answer is: an
     amount nowhere on the account (and the invoices it could not be matched to), or a correct invoice on
@@ -56,7 +61,7 @@ def answer_to_what_was_asked(
         )
         month = _month(language, evidence, listed[0][0]) if in_period else None
         return prompts.amount_not_found(
-            language, named["value"], month, [(i, total["value"]) for i, total in listed if total]
+            language, named["value"], month, [(i, total["value"]) for i, total in listed if total], currency
         )
     pointed_at = asked.get("invoice_id")
     credit = findings["expected_action"] == "credit_note"
@@ -69,7 +74,7 @@ def answer_to_what_was_asked(
         return ""
     correct = verdict is not None and verdict["value"] == MATCHES_RULES
     return prompts.asked_elsewhere(
-        language, (pointed_at, asked_month, total["value"]), correct, (target, target_month)
+        language, (pointed_at, asked_month, total["value"]), correct, (target, target_month), currency
     )
 
 
@@ -82,9 +87,13 @@ def compose_reply(
     investigator: str,
     asked: dict[str, Any] | None = None,
     others: Sequence[OtherFinding] = (),
+    currency: str = "USD",
+    language_fallback: str | None = None,
 ) -> Reply:
-    """`asked`: the auditor's reading of what the customer named (agent.auditor.asked_about)."""
-    answer = answer_to_what_was_asked(language, asked or {}, findings, target, evidence)
+    """`asked`: the auditor's reading of what the customer named (agent.auditor.asked_about); `currency`:
+    the customer's, for the amounts of a reply in a language that names it; `language_fallback`: why the
+    reply is in English though the words may not be (the note says so)."""
+    answer = answer_to_what_was_asked(language, asked or {}, findings, target, evidence, currency)
     billed, billed_item = _value(evidence, target, "billed total")
     should, should_item = _value(evidence, target, "should have billed (reference rules)")
     paid, paid_item = _value(evidence, target, "paid (successful payments)")
@@ -93,7 +102,7 @@ def compose_reply(
     if findings["expected_action"] == "credit_note":
         overcharge, over_item = _value(evidence, target, "overcharge (paid − should have paid)")
         cause = prompts.describe_root_cause(findings["root_cause"], language)
-        customer = prompts.credit_reply(language, target, paid, should, overcharge, cause, answer)
+        customer = prompts.credit_reply(language, target, paid, should, overcharge, cause, answer, currency)
         cause_en = prompts.describe_root_cause(findings["root_cause"], "en")
         internal = (
             f"Root cause: {findings['root_cause']} — {cause_en}. "
@@ -105,7 +114,7 @@ def compose_reply(
         )
     else:
         reason = prompts.describe_benign(variant, language)
-        customer = prompts.explain_reply(language, target, billed, reason, answer)
+        customer = prompts.explain_reply(language, target, billed, reason, answer, currency)
         internal = (
             f"No error ({variant or 'matches_rules'}): {prompts.describe_benign(variant, 'en')}. "
             f"{target} billed {billed}{_cite(billed_item)}, the rules say {should}{_cite(should_item)}, "
@@ -115,16 +124,19 @@ def compose_reply(
     mentioned = [o for o in others if not ungrounded(o["overcharge"], evidence.items)]
     if mentioned:  # verified by recomputation, and each amount is one the evidence holds
         found = [(o["invoice_id"], o["overcharge"]) for o in mentioned]
-        customer += " " + prompts.other_overcharges(language, found)
+        customer += " " + prompts.other_overcharges(language, found, currency)
         internal += (
             " Also overpaid on this account (verified, not credited by this case): "
             + ", ".join(f"{o['invoice_id']} {o['overcharge']} ({o['root_cause']})" for o in mentioned)
             + "."
         )
+    if language_fallback:
+        internal += f" The reply is in English: {language_fallback}."
     return {"customer_message": customer, "internal_note": internal}
 
 
-def ungrounded_in_reply(reply: Reply, evidence: EvidenceBook) -> list[str]:
-    return ungrounded(reply["customer_message"], evidence.items) + ungrounded(
+def ungrounded_in_reply(reply: Reply, evidence: EvidenceBook, language: Language = "en") -> list[str]:
+    """The reply's numbers are read as its language writes them; the internal note is always English."""
+    return ungrounded(reply["customer_message"], evidence.items, language) + ungrounded(
         reply["internal_note"], evidence.items
     )

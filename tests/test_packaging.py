@@ -21,7 +21,17 @@ from scenarios.extra_kinds import SCENARIOS_PER_SEED
 
 REPO = Path(__file__).resolve().parent.parent
 # What the wheel is built from; copied so stale build/ output in the checkout cannot leak into it.
-SOURCES = ("pyproject.toml", "README.md", "engine", "scenarios", "agent", "approvals", "bot", "migrations")
+SOURCES = (
+    "pyproject.toml",
+    "setup.py",
+    "README.md",
+    "engine",
+    "scenarios",
+    "agent",
+    "approvals",
+    "bot",
+    "migrations",
+)
 
 
 def build_wheel(into: Path) -> Path:
@@ -97,3 +107,10 @@ def test_the_wheel_runs_from_any_directory(installed: Path, empty_db_url: str, t
     assert report["n"] == SCENARIOS_PER_SEED
     assert report["metrics"]["root_cause"]["rate"] == 1.0
     assert report["metrics"]["overcharge"]["rate"] == 1.0
+
+    # The reply catalogs are compiled into the wheel (it ships no .po to fall back on): a Spanish complaint
+    # is answered in Spanish, its amounts written the Spanish way.
+    words = "Hola, en julio nos cobraron 1.650,06 dólares y no entendemos por qué. ¿Pueden revisarlo?"
+    case = json.loads(billsleuth("case", "open", "C-0002", words, "--as", "U0SUPPORT1", "--json"))
+    assert case["reply"]["customer_message"].startswith("Hola, hemos revisado la factura INV-0002-03.")
+    assert "321,36\xa0US$" in case["reply"]["customer_message"]
