@@ -30,8 +30,22 @@ ISO_MONTH = re.compile(r"\b(20\d{2})-(0[1-9]|1[0-2])\b", re.ASCII)
 YEAR_AFTER_MONTH = re.compile(r"\s*,?\s*(?:de\s+)?(20\d{2})\b", re.ASCII)
 # Months counted back from the ledger's own date: intake has no clock (see Asked.months_back).
 RELATIVE_MONTH = (
-    (re.compile(r"\blast\s+month(?:'s)?\b|上个?月", re.IGNORECASE), 1),
-    (re.compile(r"\bthis\s+month(?:'s)?\b|这个月|本月", re.IGNORECASE), 0),
+    (
+        re.compile(
+            r"\blast\s+month(?:'s)?\b|上个?月|先月|지난\s?달|\bmes\s+pasado\b|\bm[eê]s\s+passado\b"
+            r"|\bmois\s+dernier\b|\b(?:letzten|vorigen)\s+Monat\b|\bmese\s+scorso\b|\bvorige\s+maand\b",
+            re.IGNORECASE,
+        ),
+        1,
+    ),
+    (
+        re.compile(
+            r"\bthis\s+month(?:'s)?\b|这个月|本月|今月|이번\s?달|\beste\s+m[eê]s\b|\bce\s+mois-ci\b"
+            r"|\bdiesen\s+Monat\b|\bquesto\s+mese\b|\bdeze\s+maand\b",
+            re.IGNORECASE,
+        ),
+        0,
+    ),
 )
 MONTHS = {
     name: number

@@ -27,6 +27,7 @@ from sqlalchemy import func, select
 from agent.cases import CaseService, case_service
 from agent.configuration import Configuration
 from agent.customers import find_customer
+from agent.language import Language, detect
 from approvals.config import ApprovalSettings
 from engine import schema
 from engine.db import create_engine, home
@@ -74,6 +75,7 @@ class Run:
     repetition: int  # 1-based
     answer: Answer
     score: Score
+    replied_in: Language | None = None  # the language of the case's reply to the customer, if it has one
 
 
 @dataclass
@@ -85,10 +87,12 @@ class EvalReport:
     seeded_default: bool = False
     elapsed_s: float = 0.0
     notes: list[str] = field(default_factory=list)
+    # `eval --languages`: per language, one run of every scenario with its complaint said in it.
+    by_language: dict[Language, list[Run]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        """DESIGN's `eval --json` shape."""
-        return {
+        """DESIGN's `eval --json` shape; with --languages, also `languages` (see language_metrics)."""
+        data = {
             "n": len(self.scenarios),
             "investigator": self.investigator,
             "k": self.k,
@@ -96,6 +100,11 @@ class EvalReport:
             "by_variant": by_variant(self.runs),
             "failures": failures(self.runs),
         }
+        if self.by_language:
+            data["languages"] = {
+                language: language_metrics(language, runs) for language, runs in self.by_language.items()
+            }
+        return data
 
 
 # ---------- scenario files ----------
@@ -207,6 +216,20 @@ def metrics(runs: list[Run], scenarios: list[ScenarioFile], k: int) -> dict[str,
     }
 
 
+def language_metrics(language: Language, runs: list[Run]) -> dict[str, Any]:
+    """One language's run: `{n, metrics{…the usual…, reply_language}, failures[…]}`. `reply_language` is
+    over the cases that drafted a reply for the customer: it is in the language the complaint was in."""
+    replied = [r for r in runs if r.replied_in is not None]
+    return {
+        "n": len(runs),
+        "metrics": {
+            **metrics(runs, [r.scenario for r in runs], 1),
+            "reply_language": rate(*count(r.replied_in == language for r in replied)),
+        },
+        "failures": failures(runs),
+    }
+
+
 def by_variant(runs: list[Run]) -> dict[str, dict[str, int]]:
     """{variant: {n, passed}} on the first repetition, variants in alphabetical order."""
     table: dict[str, dict[str, int]] = {}
@@ -259,14 +282,22 @@ async def run_repetition(
     async with case_service(libpq_url, configuration, approval_settings) as service:
 
         async def one(scenario: ScenarioFile) -> Run:
+            replied_in: Language | None = None
             async with gate:
                 try:
-                    answer = answer_from_case(await open_case_for(service, scenario))
+                    case = await open_case_for(service, scenario)
+                    answer = answer_from_case(case)
+                    replied_in = reply_language(case)
                 except Exception as error:  # one broken case is a failed run, not a failed evaluation
                     answer = error_answer(f"{type(error).__name__}: {error}")
-            return Run(scenario, repetition, answer, score(scenario.truth, answer))
+            return Run(scenario, repetition, answer, score(scenario.truth, answer), replied_in)
 
         return list(await asyncio.gather(*(one(s) for s in scenarios)))
+
+
+def reply_language(case: dict[str, Any]) -> Language | None:
+    message = (case.get("reply") or {}).get("customer_message")
+    return detect(message).language if message else None
 
 
 async def open_case_for(service: CaseService, scenario: ScenarioFile) -> dict[str, Any]:
@@ -302,8 +333,11 @@ def evaluate(
     approval_settings: ApprovalSettings | None = None,
     concurrency: int = CONCURRENT_CASES,
     progress: Progress | None = None,
+    languages: tuple[Language, ...] = (),
 ) -> EvalReport:
-    """Run the evaluation against the ledger at source_url without changing it (see the module doc)."""
+    """Run the evaluation against the ledger at source_url without changing it (see the module doc).
+    `languages`: after the usual run, one more per language, each from its own untouched clone, with every
+    complaint said in that language (scenarios/languages.py)."""
     if k < 1:
         raise EvalInputError(f"-k must be at least 1, got {k}")
     say = progress or (lambda _message: None)
@@ -333,7 +367,7 @@ def evaluate(
         base = scratch.copy_of_source()
         for repetition in range(1, k + 1):
             # With one run the copy itself is used; with more, each starts from its own untouched clone.
-            target = base if k == 1 else scratch.clone(base, f"r{repetition}")
+            target = base if k == 1 and not languages else scratch.clone(base, f"r{repetition}")
             say(f"run {repetition} of {k}: {len(scenarios)} cases ({configuration.investigator})")
             runs = asyncio.run(
                 run_repetition(target, scenarios, repetition, configuration, settings, concurrency)
@@ -345,5 +379,29 @@ def evaluate(
                     f"every case failed with an error, e.g. {runs[0].answer.escalation_reason}"
                 )
             report.runs.extend(runs)
+        for language in languages:
+            report.by_language[language] = _language_run(
+                scratch, base, scenarios, language, configuration, settings, say
+            )
     report.elapsed_s = time.monotonic() - started
     return report
+
+
+def _language_run(
+    scratch: ScratchServer,
+    base: str,
+    scenarios: list[ScenarioFile],
+    language: Language,
+    configuration: Configuration,
+    settings: ApprovalSettings,
+    say: Progress,
+) -> list[Run]:
+    from scenarios.languages import in_language
+
+    target = scratch.clone(base, f"lang_{language.lower()}")
+    said = [in_language(s, language) for s in scenarios]
+    say(f"in {language}: {len(said)} cases ({configuration.investigator})")
+    try:
+        return asyncio.run(run_repetition(target, said, 1, configuration, settings))
+    finally:
+        scratch.drop(target)

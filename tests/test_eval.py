@@ -299,6 +299,10 @@ def test_the_terminal_table_shows_the_extra_kinds_as_their_own_rows() -> None:
         (["-k", "two"], "-k must be a whole number, got 'two'"),
         (["--investigator", "oracle"], "unknown investigator 'oracle': use offline or llm"),
         (["--scenarios", "/no/such/dir"], "--scenarios /no/such/dir is not a directory"),
+        (
+            ["--languages", "es,xx"],
+            "unknown language 'xx' for --languages: use en, zh, es, fr, de, pt, ja, ko, it, nl",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(

@@ -9,7 +9,9 @@ USD, the rules say 1328.70, so it was overcharged 321.36.
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 
@@ -20,7 +22,11 @@ from agent.grounding import numbers_in, ungrounded
 from agent.intake import parse_complaint
 from agent.language import LANGUAGES, detect
 from agent.state import EvidenceItem
+from scenarios.evaluation import load_scenarios
+from scenarios.generator import DEFAULT_SCENARIOS_DIR
+from scenarios.languages import in_language
 from tests.test_cases import FINANCE, scenario, settings
+from tests.test_eval import TOP_KEYS, one_file_per_variant, run_eval
 from tests.test_llm import model_reasoning
 from tests.test_llm import open_case as open_llm_case
 
@@ -248,3 +254,42 @@ async def test_the_model_is_told_the_language_and_its_words_are_grounded_in_it(
     assert "The customer writes in German" in stub.requests[0].messages[1]["content"]
     assert (case["findings"]["reasoning"] == reasoning) is kept
     assert "321,36\xa0$" in case["reply"]["customer_message"]
+
+
+# ---------- eval --languages ----------
+
+
+def test_every_scenario_said_in_each_language_points_at_the_same_things() -> None:
+    for file in load_scenarios(DEFAULT_SCENARIOS_DIR):
+        original = parse_complaint(file.question)
+        for language in LANGUAGES:
+            said = in_language(file, language)
+            if detect(file.question).language == language:
+                assert said.question == file.question  # kept byte for byte
+            read = parse_complaint(said.question)
+            assert (read.language, read.month, read.year, read.months_back, read.amount, read.invoice_id) == (
+                language,
+                original.month,
+                original.year,
+                original.months_back,
+                original.amount,
+                original.invoice_id,
+            ), (file.id, said.question)
+
+
+def test_eval_languages_reports_each_language_with_its_replies_in_it(
+    seeded_db_url: str, tmp_path: Path
+) -> None:
+    chosen = one_file_per_variant(tmp_path / "subset")
+    result = run_eval(
+        seeded_db_url, tmp_path, "--json", "--scenarios", str(tmp_path / "subset"), "--languages", "es,ko"
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert set(report) == {*TOP_KEYS, "languages"} and report["n"] == len(chosen)
+    assert list(report["languages"]) == ["es", "ko"]
+    for block in report["languages"].values():
+        assert block["n"] == len(chosen) and block["failures"] == []
+        rates = block["metrics"]
+        assert rates["reply_language"]["rate"] == 1.0 and rates["reply_language"]["n"] == len(chosen)
+        assert rates["root_cause"]["rate"] == rates["overcharge"]["rate"] == 1.0

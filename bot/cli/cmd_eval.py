@@ -1,4 +1,4 @@
-"""billsleuth eval [--scenarios DIR] [--investigator offline|llm] [-k N] [--json]
+"""billsleuth eval [--scenarios DIR] [--investigator offline|llm] [-k N] [--languages [CODES]] [--json]
 
 Runs the agent on every scenario and scores it against the ground truth. The ledger at DATABASE_URL is
 read as it stands and never changed (the cases run on scratch copies). Exit 0 whenever it could run,
@@ -54,8 +54,33 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="who investigates (default: BILLSLEUTH_INVESTIGATOR; llm with OPENAI_API_KEY, else offline)",
     )
     parser.add_argument("-k", default="1", metavar="N", help="runs per scenario, for pass^k (default 1)")
+    parser.add_argument(
+        "--languages",
+        nargs="?",
+        const="all",
+        default=None,
+        metavar="CODES",
+        help="then run every scenario once more in each language, its complaint said in it, and report "
+        "each language's metrics and how many replies were in it (all ten, or e.g. es,fr)",
+    )
     parser.add_argument("--json", action="store_true", help="print {n, investigator, k, metrics, ...}")
     parser.set_defaults(handler=run)
+
+
+def _languages(text: str | None) -> tuple[Any, ...]:
+    from agent.language import LANGUAGES
+
+    if text is None:
+        return ()
+    if text == "all":
+        return LANGUAGES
+    asked = tuple(code.strip() for code in text.split(",") if code.strip())
+    unknown = [code for code in asked if code not in LANGUAGES]
+    if unknown or not asked:
+        raise CommandError(
+            f"unknown language {(unknown or [text])[0]!r} for --languages: use {', '.join(LANGUAGES)}"
+        )
+    return tuple(dict.fromkeys(asked))
 
 
 def _repetitions(text: str) -> int:
@@ -81,6 +106,7 @@ def _configuration(investigator: str | None) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     k = _repetitions(args.k)
+    languages = _languages(args.languages)
     scenarios_dir: Path | None = args.scenarios
     if scenarios_dir is not None and not scenarios_dir.is_dir():
         raise CommandError(f"--scenarios {scenarios_dir} is not a directory")
@@ -105,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
             k=k,
             approval_settings=settings,
             progress=_progress,
+            languages=languages,
         )
     except EvalInputError as error:
         raise CommandError(str(error)) from None
@@ -160,11 +187,41 @@ def render(report: EvalReport) -> str:
     lines.append("")
     if not data["failures"]:
         lines.append("failures: none")
-        return "\n".join(lines)
-    lines.append(f"failures ({len(data['failures'])}):")
-    for failure in data["failures"]:
-        lines.append(_failure_line(failure, data["k"]))
+    else:
+        lines.append(f"failures ({len(data['failures'])}):")
+        lines += [_failure_line(failure, data["k"]) for failure in data["failures"]]
+    if "languages" in data:
+        lines += ["", *_language_rows(data["languages"])]
     return "\n".join(lines)
+
+
+LANGUAGE_COLUMNS = {
+    "root_cause": "cause",
+    "invoice": "invoice",
+    "overcharge": "amount",
+    "action": "action",
+    "false_credit": "false cr",
+    "missed_credit": "missed cr",
+    "hallucinated_numbers": "halluc.",
+    "reply_language": "reply lang",
+}
+
+
+def _language_rows(languages: dict[str, Any]) -> list[str]:
+    """One row per language: the usual rates, pass^1, and the share of replies in the complaint's language;
+    then each language's failures."""
+    header = f"{'language':<9} {'n':>4} " + " ".join(f"{label:>10}" for label in LANGUAGE_COLUMNS.values())
+    rows = [
+        "by language (each scenario once, its complaint said in that language):",
+        header + f" {'pass^1':>7}",
+    ]
+    failed: list[str] = []
+    for language, block in languages.items():
+        rates = block["metrics"]
+        cells = " ".join(f"{_percent(rates[key]['rate']):>10}" for key in LANGUAGE_COLUMNS)
+        rows.append(f"{language:<9} {block['n']:>4} {cells} {_percent(rates['pass_hat_k']['1']):>7}")
+        failed += [f"  [{language}]" + _failure_line(failure, 1)[1:] for failure in block["failures"]]
+    return rows + (["", f"failures by language ({len(failed)}):", *failed] if failed else [])
 
 
 def _variant_rows(by_variant: dict[str, dict[str, int]]) -> list[str]:
