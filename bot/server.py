@@ -63,6 +63,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
+from agent import language
 from agent.cases import BOT_START, case_service
 from agent.configuration import Configuration
 from agent.database import ensure_ready
@@ -302,8 +303,10 @@ async def open_runtime(
     async with case_service(
         database_url, configuration, approval_settings, policy=BOT_START, actor="bot"
     ) as service:
-        # The bot runs graphs from its first mention on: compile now, not in that mention's time.
+        # The bot runs graphs from its first mention on: compile now, not in that mention's time; and load
+        # the language model (about a second) beside the loop, not on it during the first mention.
         await service.graph.compiled()
+        await asyncio.to_thread(language.warm_up)
         yield BotRuntime(
             service,
             slack,

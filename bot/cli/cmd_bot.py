@@ -59,9 +59,6 @@ def run(args: argparse.Namespace) -> int:
     url = database_url()
 
     def ready(where: str) -> None:
-        from agent.language import warm_up
-
-        warm_up()  # the language model, loaded now: on a first mention it would hold the event loop ~1 s
         freeze_the_startup_heap()
         print(f"BillSleuth is running ({where})", flush=True)
 
