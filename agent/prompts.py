@@ -12,9 +12,8 @@ from typing import Any
 
 from agent import i18n
 from agent.i18n import msg, text
-from agent.language import NAMES, Language, language_of
-
-__all__ = ["Language", "language_of"]
+from agent.language import NAMES, Language
+from agent.language import language_of as language_of  # where callers have always found it
 
 # The customer-facing sentences are gettext messages: their English text below is the msgid, and each
 # language's words are in agent/locale/<locale>/LC_MESSAGES/billsleuth.po (regenerate the .pot with

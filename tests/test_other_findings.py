@@ -13,6 +13,7 @@ from sqlalchemy import select
 from agent.cases import CaseService, case_service
 from agent.configuration import Configuration
 from agent.intake import parse_complaint
+from agent.language import LANGUAGES
 from agent.prompts import Language, linked_case_question
 from engine import schema
 from tests.test_cases import scenario, settings
@@ -139,7 +140,7 @@ async def test_the_llm_path_lists_the_other_findings_from_the_auditor(
     assert account.other_invoice in await recomputed(service, case["case_id"], "system:verify")
 
 
-@pytest.mark.parametrize("language", ["en", "zh"])
+@pytest.mark.parametrize("language", LANGUAGES)
 def test_a_linked_cases_question_names_its_invoice_in_the_customers_language(language: Language) -> None:
     question = linked_case_question(language, "CASE-0003", "INV-0007-05", "26.02", "duplicate_charge")
     complaint = parse_complaint(question)
