@@ -10,6 +10,7 @@ USD, the rules say 1328.70, so it was overcharged 321.36.
 from __future__ import annotations
 
 import json
+import os
 from decimal import Decimal
 from pathlib import Path
 
@@ -293,3 +294,23 @@ def test_eval_languages_reports_each_language_with_its_replies_in_it(
         rates = block["metrics"]
         assert rates["reply_language"]["rate"] == 1.0 and rates["reply_language"]["n"] == len(chosen)
         assert rates["root_cause"]["rate"] == rates["overcharge"]["rate"] == 1.0
+
+
+def test_a_catalog_edited_since_its_build_is_read_from_its_po(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agent import i18n
+
+    messages = tmp_path / "es" / "LC_MESSAGES"
+    messages.mkdir(parents=True)
+    source = i18n.LOCALE_DIR / "es" / "LC_MESSAGES" / "billsleuth.po"
+    stale = source.read_text(encoding="utf-8").replace('msgstr "Hola, {body}"', 'msgstr "Buenas, {body}"')
+    (messages / "billsleuth.mo").write_bytes(i18n.compile_po(source))  # as the last build left it
+    (messages / "billsleuth.po").write_text(stale, encoding="utf-8")  # edited since
+    os.utime(messages / "billsleuth.mo", (0, 0))
+    monkeypatch.setattr(i18n, "LOCALE_DIR", tmp_path)
+    i18n.translations.cache_clear()
+    try:
+        assert i18n.text("es", "Hello, {body}", body="x") == "Buenas, x"
+    finally:
+        i18n.translations.cache_clear()
