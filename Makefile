@@ -4,6 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 UV_VERSION := 0.13.9
+# pytest-xdist processes for `make test` (README "Tests"): one per core of the 2-core machine it is sized for.
+PYTEST_WORKERS ?= 2
 
 .PHONY: demo test lint format bench clean lock
 
@@ -27,7 +29,7 @@ demo: $(STAMP)
 	$(BIN)/billsleuth demo
 
 test: $(STAMP) lint
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist worksteal
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

