@@ -72,6 +72,19 @@ async def claim(engine: AsyncEngine, key: str, case_id: str | None = None) -> bo
         return await _claim_in(conn, key, case_id)
 
 
+@asynccontextmanager
+async def claimed_while(engine: AsyncEngine, key: str, case_id: str | None = None) -> AsyncIterator[bool]:
+    """Claim `key` for a one-off post made inside the block: True for the one caller that gets it.
+
+    The claim commits only when the block ends without an error, so a post that fails — or a process that
+    dies before posting — leaves the post owed, and the next attempt makes it. Another process claiming
+    the same key meanwhile waits on the unique key until this one commits (then gets False) or rolls back
+    (then gets the claim). Should a process die after Slack took the post but before the commit, the post
+    goes out twice: a duplicate reply is the lesser failure than a customer reply never sent."""
+    async with engine.begin() as conn:
+        yield await _claim_in(conn, key, case_id)
+
+
 async def is_claimed(engine: AsyncEngine, key: str) -> bool:
     async with reading(engine) as conn:
         found = await conn.execute(

@@ -3,8 +3,9 @@ the explanation, or why it stopped), and the customer reply once a credit note i
 
 Any bot process may touch a card. Each redraw reads the note's state inside a per-note Postgres lock and
 then calls chat.update, so whichever process draws last draws the newest state: a slow update carrying
-"Approvals: 1 of 2" can never land after "Issued". The customer reply is claimed once in the database
-before it is posted, so two processes that both saw the outcome post it once.
+"Approvals: 1 of 2" can never land after "Issued". The customer reply is claimed in the database in the
+transaction that posts it, so two processes that both saw the outcome post it once, and a post that
+failed is made again by the next redraw.
 """
 
 from __future__ import annotations
@@ -93,12 +94,13 @@ async def ask_the_requester(runtime: BotRuntime, case_id: str) -> bool:
     if not waiting or not row.channel:
         return False
     sent_back = rounds[-1]
-    if not await store.claim(runtime.engine, f"question:{case_id}:{sent_back.round}", case_id):
-        return False
-    message = changes_requested_message(case_id, row.requester, sent_back, MAX_ROUNDS)
-    await runtime.client.chat_postMessage(
-        channel=row.channel, thread_ts=row.thread_ts or row.message_ts, **message.as_kwargs()
-    )
+    async with store.claimed_while(runtime.engine, f"question:{case_id}:{sent_back.round}", case_id) as mine:
+        if not mine:
+            return False
+        message = changes_requested_message(case_id, row.requester, sent_back, MAX_ROUNDS)
+        await runtime.client.chat_postMessage(
+            channel=row.channel, thread_ts=row.thread_ts or row.message_ts, **message.as_kwargs()
+        )
     return True
 
 
@@ -114,12 +116,13 @@ async def announce_outcome(runtime: BotRuntime, case_id: str) -> bool:
     reply = (case.get("reply") or {}).get("customer_message") or ""
     if status not in SETTLED or note is None or not reply or not row.channel:
         return False
-    if not await store.claim(runtime.engine, store.reply_key(case_id, status), case_id):
-        return False
-    message = customer_reply_message(case_id, note["id"], status, reply)
-    await runtime.client.chat_postMessage(
-        channel=row.channel, thread_ts=row.thread_ts or row.message_ts, **message.as_kwargs()
-    )
+    async with store.claimed_while(runtime.engine, store.reply_key(case_id, status), case_id) as mine:
+        if not mine:
+            return False
+        message = customer_reply_message(case_id, note["id"], status, reply)
+        await runtime.client.chat_postMessage(
+            channel=row.channel, thread_ts=row.thread_ts or row.message_ts, **message.as_kwargs()
+        )
     return True
 
 

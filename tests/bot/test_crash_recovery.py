@@ -212,3 +212,42 @@ async def test_a_bot_killed_around_an_approve_click_leaves_every_card_telling_th
         )
         await asyncio.sleep(0.5)  # time for a second reply, if there were going to be one
     assert all(tells_the_truth(slack, ready_db_url, t, ts) for t, ts in cards)
+
+
+async def test_a_customer_reply_whose_post_failed_is_posted_once_at_the_next_start(
+    ready_db_url: str, slack: SlackRecorder
+) -> None:
+    """Slack refused the customer reply of an issued note (or the process died before posting it): the
+    reply stays owed, so the next start posts it — once — instead of finding it claimed and never sent."""
+    issued = first_scenario(action="credit_note", single_approver=True)
+    async with case_service(
+        ready_db_url, Configuration(investigator="offline"), approval_settings()
+    ) as service:
+        asked = slack.post_user_message(CHANNEL, p.mention_text(f"{issued['customer_id']} x"), user=SUPPORT)
+        progress = slack.post_user_message(
+            CHANNEL, "Investigating…", user=slack.workspace.bot_user_id, thread_ts=asked.ts
+        )
+        case = await service.open_case(
+            issued["question"], requester=SUPPORT, customer_id=issued["customer_id"], channel=CHANNEL,
+            thread_ts=asked.ts, message_ts=progress.ts,
+        )  # fmt: skip
+        await service.decide(case["credit_note"]["id"], approver=FINANCE[0], decision="approve")
+    settings = dict(
+        configuration=Configuration(investigator="offline"),
+        approval_settings=approval_settings(),
+        expiry_interval=None,
+    )
+
+    def replies() -> list[str]:
+        texts = [all_text(m.blocks) for m in bot_replies(slack, CHANNEL, asked.ts)]
+        return [text for text in texts if "Reply to the customer" in text]
+
+    slack.fail_next("chat.postMessage", "internal_error")  # the reply is the start's only new message
+    # The first start's try fails; that process's outbox or the next start tries again; the last start
+    # finds nothing owed. Before the fix the failed try kept the claim, and no reply ever went out.
+    for _ in range(3):
+        async with running_bot(ready_db_url, slack.settings(signing_secret=SECRET), **settings) as bot:
+            await bot.settled()
+    assert [c.error for c in slack.calls("chat.postMessage")] == ["internal_error", None]
+    (reply,) = replies()
+    assert issued["truth"]["overcharge"] in reply
