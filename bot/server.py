@@ -55,6 +55,7 @@ from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.async_context import AsyncBoltContext
+from slack_bolt.listener.asyncio_runner import AsyncioListenerRunner
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 from slack_sdk.http_retry.builtin_async_handlers import (
@@ -113,6 +114,12 @@ class BillSleuthApp(AsyncApp):
         super().__init__(**kwargs)
         self.settings = settings
         self.background = background
+        self._listening = _ListenersRunning(self.listener_runner)
+
+    @property
+    def busy(self) -> int:
+        """Listeners still running (after their ack, too) plus background work: what `settled` waits for."""
+        return self._listening.count + self.background.pending
 
     async def async_dispatch(self, req: AsyncBoltRequest) -> BoltResponse:
         # Every log line of this request, and of the work its listeners start, names it: the Events API's
@@ -120,6 +127,44 @@ class BillSleuthApp(AsyncApp):
         # flags that it was called, and the listeners run after the middleware has returned.
         with bind(event_id=req.body.get("event_id") or req.body.get("trigger_id")):
             return await super().async_dispatch(req)
+
+
+class _ListenersRunning:
+    """Counts the listener runs Bolt has started and not finished. Bolt answers the request as soon as the
+    listener acks and keeps no handle on the rest of the listener (module docstring), so without this a
+    listener still opening a modal after its ack would look like an idle app. Counted from the moment
+    Bolt's runner is handed the request (before the ack) to its completion handler, which the runner calls
+    exactly once for every run that is not a lazy function's (slack_bolt/listener/asyncio_runner.py)."""
+
+    _KEY = "billsleuth_listener_counted"
+
+    def __init__(self, runner: AsyncioListenerRunner) -> None:
+        self.count = 0
+        self._run = runner.run
+        self._completed = runner.listener_completion_handler
+        runner.run = self._counted_run  # type: ignore[method-assign]
+        runner.listener_completion_handler = self  # type: ignore[assignment]
+
+    async def _counted_run(self, request: AsyncBoltRequest, **kwargs: Any) -> BoltResponse | None:
+        if request.lazy_only:
+            return await self._run(request=request, **kwargs)
+        self.count += 1
+        request.context[self._KEY] = True
+        try:
+            return await self._run(request=request, **kwargs)
+        except BaseException:
+            self._done(request)  # failed before the listener was started (its ack, say)
+            raise
+
+    async def handle(self, request: AsyncBoltRequest, response: BoltResponse | None) -> None:
+        try:
+            await self._completed.handle(request=request, response=response)
+        finally:
+            self._done(request)
+
+    def _done(self, request: AsyncBoltRequest) -> None:
+        if request.context.pop(self._KEY, False):
+            self.count -= 1
 
 
 def create_web_client(settings: SlackSettings) -> AsyncWebClient:
@@ -432,14 +477,14 @@ class RunningBot:
         return self.server.url
 
     async def settled(self, timeout: float = 10.0, quiet: float = 0.05) -> None:
-        """Wait until no work started by requests is running, and none has started for `quiet` seconds
-        (a listener starts its background work a moment after the HTTP ack has gone out)."""
+        """Wait until no work started by requests is running — no listener, even one past its ack, and no
+        background work — and none has started for `quiet` seconds."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         idle_since: float | None = None
         while True:
             now = loop.time()
-            if self.app.background.pending:
+            if self.app.busy:
                 idle_since = None
             elif idle_since is None:
                 idle_since = now

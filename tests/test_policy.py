@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -16,8 +13,8 @@ import pytest
 
 from approvals.config import ApprovalSettings, SettingsError
 from tests.bot.helpers import FINANCE, SUPPORT, first_scenario
+from tests.cli import Done, billsleuth
 
-BILLSLEUTH = Path(sys.executable).with_name("billsleuth")
 APPROVERS = "BILLSLEUTH_APPROVERS"
 
 
@@ -28,8 +25,8 @@ def shell(db_url: str, os_user: str = "support-desk", **variables: str) -> dict[
     return {**env, **variables}
 
 
-def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(BILLSLEUTH), *args], capture_output=True, text=True, env=env, timeout=120)
+def cli(env: dict[str, str], *args: str) -> Done:
+    return billsleuth(*args, env=env)
 
 
 def policy_rows(db_url: str) -> list[tuple[str, dict[str, Any]]]:

@@ -199,6 +199,52 @@ async def test_button_click_is_acked_before_the_slow_part_of_its_listener(
     assert phases == ["acked", "worked on CN-0001"]
 
 
+async def test_the_app_is_busy_from_the_request_until_its_listener_returns(
+    slack: SlackRecorder, served
+) -> None:
+    """What `RunningBot.settled()` waits for: a listener still working after its ack (opening a modal,
+    say) keeps the app busy, though it has started no background work yet; none may be missed because
+    the machine was too slow to get the listener going within a quiet period."""
+    release, done = asyncio.Event(), asyncio.Event()
+
+    def register(app: AsyncApp) -> None:
+        @app.action("credit_note_reject")
+        async def reject(ack: Callable) -> None:
+            await ack()
+            await release.wait()
+            done.set()
+
+    app, server = await served(register)
+    card = slack.post_user_message(CHANNEL, "card", user="UOTHER")
+    card.blocks = [
+        {
+            "type": "actions",
+            "block_id": "cn:CN-0001:decide:r0",
+            "elements": [
+                {
+                    "type": "button",
+                    "action_id": "credit_note_reject",
+                    "text": {"type": "plain_text", "text": "Reject"},
+                    "value": "CN-0001",
+                }
+            ],
+        }
+    ]
+    click = p.click(card.to_slack(), user="UALICE", channel=CHANNEL, action_id="credit_note_reject")
+    assert app.busy == 0
+    async with SignedClient(server.url, SECRET) as client:
+        assert (await asyncio.wait_for(client.send(click), 10)).status == 200
+        assert (await client.send(mention(slack))).status == 404  # no listener: nothing to wait for
+    assert app.busy == 1 and app.background.pending == 0
+    release.set()
+    await asyncio.wait_for(done.wait(), 10)
+    for _ in range(100):  # the runner's own bookkeeping after the listener returns: a few loop turns
+        if app.busy == 0:
+            break
+        await asyncio.sleep(0.01)
+    assert app.busy == 0
+
+
 # ---- running and stopping --------------------------------------------------------------------------------
 
 
