@@ -8,9 +8,6 @@ import csv
 import io
 import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import psycopg
 import pytest
@@ -19,8 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from approvals import activity
 from approvals.activity import verify_chain
 from engine.db import create_engine
-
-BILLSLEUTH = Path(sys.executable).with_name("billsleuth")
+from tests.cli import Done, billsleuth
 
 
 def insert_rows(url: str, n: int, *, timezone: str = "UTC") -> None:
@@ -41,11 +37,8 @@ def as_superuser_without_triggers(url: str, statement: str) -> None:
         conn.execute(statement)  # type: ignore[arg-type]
 
 
-def cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "DATABASE_URL": url}
-    return subprocess.run(
-        [str(BILLSLEUTH), "activity", *args], capture_output=True, text=True, env=env, timeout=120
-    )
+def cli(url: str, *args: str) -> Done:
+    return billsleuth("activity", *args, env={**os.environ, "DATABASE_URL": url})
 
 
 @pytest.mark.parametrize(

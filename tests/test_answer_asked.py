@@ -5,7 +5,6 @@ CLI's own way of asking for a customer."""
 from __future__ import annotations
 
 import os
-import subprocess
 from decimal import Decimal
 from typing import Any
 
@@ -18,7 +17,8 @@ from agent.grounding import ungrounded
 from agent.prompts import month_of
 from engine import schema
 from engine.money import fmt
-from tests.test_cases import BILLSLEUTH, scenario, settings
+from tests.cli import billsleuth
+from tests.test_cases import scenario, settings
 from tests.test_llm import correct_model, recomputed, submit
 from tests.test_llm import open_case as open_llm_case
 
@@ -146,9 +146,7 @@ def test_the_cli_asks_for_an_id_on_its_own_command_line(seeded_db_url: str) -> N
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "BILLSLEUTH_", "SLACK_"))}
     env.update(DATABASE_URL=seeded_db_url, BILLSLEUTH_INVESTIGATOR="offline")
     for words in ("why did you charge me 89.00 in May?", "为什么 5 月扣了我 89.00?"):
-        opened = subprocess.run(
-            [str(BILLSLEUTH), "case", "open", "", words], capture_output=True, text=True, env=env, timeout=120
-        )
+        opened = billsleuth("case", "open", "", words, env=env)
         assert opened.returncode == 0, opened.stderr
         assert "needs_customer" in opened.stdout
         assert 'billsleuth case open C-0007 "…"' in opened.stdout

@@ -1,11 +1,9 @@
-"""`billsleuth audit` end to end: the installed console script on a seeded database (DATABASE_URL)."""
+"""`billsleuth audit` end to end: the console script's entry on a seeded database (DATABASE_URL)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
 import sys
 from decimal import Decimal
 from pathlib import Path
@@ -17,14 +15,15 @@ from agent.audit_run import audit_all
 from engine.money import fmt
 from scenarios.extra_kinds import SCENARIOS_PER_SEED
 from scenarios.generator import DEFAULT_SEED, generate
+from tests import cli
+from tests.cli import Done
 
 BILLSLEUTH = str(Path(sys.executable).with_name("billsleuth"))
 
 
-def billsleuth(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [BILLSLEUTH, *args], capture_output=True, text=True, env=dict(os.environ), timeout=120, check=False
-    )
+def billsleuth(*args: str) -> Done:
+    """The command in this process (tests/cli.py), with this process's environment."""
+    return cli.billsleuth(*args)
 
 
 def injected() -> set[tuple[str, str, str, str]]:

@@ -1,5 +1,6 @@
 """The cost ledger and the monthly model budget, against the scripted OpenAI-compatible server that
-reports usage and response ids, a real Postgres, and the `billsleuth` command in its own processes.
+reports usage and response ids, a real Postgres, and the `billsleuth` command (in a process of its own
+where a restart is the point).
 
 - every response is costed once (a replayed response id, an SDK retry, a refused attempt are not
   counted twice or at all); a model without a price has its tokens recorded and a null cost;
@@ -29,6 +30,7 @@ from agent.configuration import Configuration
 from agent.costs import DEFAULT_PRICES, ModelPrice, SpendSettings
 from engine import schema
 from engine.db import create_engine
+from tests import cli
 from tests.openai_stub import HttpError, OpenAIStub, Reply, Usage, call, unknown_field_errors
 from tests.test_llm import FAULTY, SCENARIOS, SETTINGS, correct_model, llm_configuration, rows, scenario
 
@@ -79,14 +81,20 @@ async def budget_standing(db_url: str, settings: SpendSettings) -> Any:
         await engine.dispose()
 
 
-def billsleuth(db_url: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+def command_env(db_url: str, env: dict[str, str]) -> dict[str, str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "OPENAI_", "BILLSLEUTH_"))}
+    return {**clean, "DATABASE_URL": db_url, **env}
+
+
+def billsleuth(db_url: str, *args: str, **env: str) -> cli.Done:
+    """The command run in this process (tests/cli.py)."""
+    return cli.billsleuth(*args, env=command_env(db_url, env))
+
+
+def billsleuth_process(db_url: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """The installed command in a process of its own: for what must hold across a restart."""
     return subprocess.run(
-        [str(BILLSLEUTH), *args],
-        capture_output=True,
-        text=True,
-        env={**clean, "DATABASE_URL": db_url, **env},
-        timeout=120,
+        [str(BILLSLEUTH), *args], capture_output=True, text=True, env=command_env(db_url, env), timeout=120
     )
 
 
@@ -354,7 +362,7 @@ async def test_the_pause_survives_a_restart_and_lifts_on_budget_raise(db_url: st
 
         # A new process: the pause is in the database.
         shown = json.loads(
-            (await asyncio.to_thread(billsleuth, db_url, "budget", "show", "--json", **env)).stdout
+            (await asyncio.to_thread(billsleuth_process, db_url, "budget", "show", "--json", **env)).stdout
         )
         assert shown == {
             "month": month,

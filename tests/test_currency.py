@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
@@ -42,6 +39,8 @@ from engine import schema as t
 from engine.db import create_engine
 from engine.money import expressible, fmt_amount, minor_unit
 from scenarios.generator import DEFAULT_SEED, generate
+from tests import cli
+from tests.cli import Done
 
 ALICE = "U0ALICE"
 SETTINGS = ApprovalSettings(approvers=frozenset({ALICE}), two_person_threshold=Decimal("1000000.00"))
@@ -206,7 +205,6 @@ async def test_a_yen_limit_of_its_own(ledger: AsyncEngine) -> None:
 
 # ---------------------------------------------------------------- on the seeded ledger, end to end
 
-BILLSLEUTH = str(Path(sys.executable).with_name("billsleuth"))
 # Seeded customers moved into other currencies, with the finding the auditor makes on each.
 EUR_CUSTOMER = "C-0001"  # cancel_not_respected, 174.90 on INV-0001-05
 JPY_WHOLE = "C-0070"  # wrong_tax_region, 12.00 on INV-0070-05: twelve yen
@@ -237,10 +235,8 @@ def multi_currency_url(seeded_db_url: str) -> str:
     return seeded_db_url
 
 
-def billsleuth(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [BILLSLEUTH, *args], capture_output=True, text=True, env=dict(os.environ), timeout=120, check=False
-    )
+def billsleuth(*args: str) -> Done:
+    return cli.billsleuth(*args)
 
 
 def test_audit_json_findings_carry_their_currency(multi_currency_url: str) -> None:

@@ -4,20 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from engine.db import DatabaseUrlError, sqlalchemy_url
+from tests.cli import Done, billsleuth
 
-BILLSLEUTH = Path(sys.executable).with_name("billsleuth")
 
-
-def run(*args: str, url: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "DATABASE_URL": url}
-    return subprocess.run([str(BILLSLEUTH), *args], capture_output=True, text=True, env=env, timeout=120)
+def run(*args: str, url: str) -> Done:
+    return billsleuth(*args, env={**os.environ, "DATABASE_URL": url})
 
 
 @pytest.mark.parametrize(

@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 from bot.slack_testing.recorder import SlackRecorder
 from scenarios.extra_kinds import SCENARIOS_PER_SEED
+from tests.cli import Done, billsleuth
 from tests.openai_stub import OpenAIStub
 
-BILLSLEUTH = Path(sys.executable).with_name("billsleuth")
 
-
-def doctor(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(BILLSLEUTH), "doctor"], capture_output=True, text=True, env=env, timeout=120)
+def doctor(env: dict[str, str]) -> Done:
+    return billsleuth("doctor", env=env)
 
 
 async def test_doctor_reports_what_to_fix_and_passes_when_configured(seeded_db_url: str) -> None:

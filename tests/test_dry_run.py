@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from tests.cli import Done, billsleuth
+
 FIXTURES = Path(__file__).parent / "fixtures" / "dry_run"
 # The console script installed next to the interpreter running the tests (the project's venv).
 BILLSLEUTH = Path(sys.executable).parent / "billsleuth"
@@ -45,10 +47,8 @@ AMOUNT = re.compile(r"-?\d+\.\d{2}")
 DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
-def dry_run(path: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(BILLSLEUTH), "dry-run", str(path)], capture_output=True, text=True, timeout=60, check=False
-    )
+def dry_run(path: Path) -> Done:
+    return billsleuth("dry-run", str(path))
 
 
 def invoices_of(name: str) -> list[dict[str, Any]]:
@@ -70,8 +70,14 @@ def line_amounts(invoice: dict[str, Any]) -> list[tuple[str, str]]:
     return [(line["kind"], line["amount"]) for line in invoice["lines"]]
 
 
-def test_the_console_script_is_installed() -> None:
+def test_the_console_script_is_installed_and_prints_what_the_command_prints() -> None:
+    """The tests below run the command in this process (tests/cli.py); the installed script, in a
+    process of its own, prints the same."""
     assert BILLSLEUTH.is_file(), f"{BILLSLEUTH} is missing: install the project into the venv"
+    path = str(FIXTURES / "plain_monthly.json")
+    done = subprocess.run([str(BILLSLEUTH), "dry-run", path], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == dry_run(Path(path)).stdout
 
 
 # --- seed 002's figures through the command ---------------------------------------------------------

@@ -28,6 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from agent.llm import model_tool_specs
 from agent.tools import READ_TOOLS, ToolContext, call_tool
 from engine import schema
+from tests.cli import billsleuth
 
 BILLSLEUTH = Path(sys.executable).with_name("billsleuth")
 CUSTOMER, INVOICE, OVERCHARGE = "C-0001", "INV-0001-05", "174.90"  # scenario S001
@@ -131,9 +132,7 @@ async def test_an_mcp_client_over_stdio_gets_the_graphs_tools_figures_and_refusa
 
 
 def billsleuth_json(url: str, *args: str) -> Any:
-    done = subprocess.run(
-        [str(BILLSLEUTH), *args, "--json"], capture_output=True, text=True, env=server_env(url), timeout=120
-    )
+    done = billsleuth(*args, "--json", env=server_env(url))
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -307,10 +306,7 @@ def test_the_actor_is_the_clients_name_kept_printable() -> None:
 
 def test_doctor_says_whether_http_can_start_and_never_shows_the_token(db_url: str) -> None:
     def doctor(**extra: str) -> str:
-        done = subprocess.run(
-            [str(BILLSLEUTH), "doctor"], env=server_env(db_url, **extra), capture_output=True, text=True
-        )
-        return done.stdout
+        return billsleuth("doctor", env=server_env(db_url, **extra)).stdout
 
     assert "✓ MCP tools: stdio only (set BILLSLEUTH_MCP_TOKEN to serve them over --http)" in doctor()
     with_token = doctor(BILLSLEUTH_MCP_TOKEN=TOKEN)

@@ -4,8 +4,6 @@ that never show — in a repr, a dump, or `billsleuth doctor`'s output."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ from bot.config import SlackConfigError, SlackSettings
 from engine.db import DatabaseSettings
 from engine.logcontext import LogSettings
 from engine.settings import EnvSettings, SettingsError
+from tests.cli import billsleuth
 
 SECRETS = {
     "SLACK_BOT_TOKEN": "xoxb-secret-bot-token",
@@ -173,10 +172,7 @@ def test_secrets_never_show_in_a_repr_or_a_dump() -> None:
 def test_doctor_prints_no_secret(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "OPENAI_", "BILLSLEUTH_"))}
     env.update(SECRETS, SLACK_API_URL="http://127.0.0.1:1/api/", OPENAI_BASE_URL="http://127.0.0.1:1/v1")
-    billsleuth = Path(sys.executable).with_name("billsleuth")
-    done = subprocess.run(
-        [str(billsleuth), "doctor"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120
-    )
+    done = billsleuth("doctor", env=env, cwd=tmp_path)
     assert done.returncode == 1  # nothing it points at answers
     assert "database" in done.stdout and "slack" in done.stdout and "log format: text" in done.stdout
     assert not [value for value in SECRETS.values() if value in done.stdout + done.stderr], done.stdout

@@ -1,5 +1,5 @@
-"""`billsleuth sweep` end to end: the installed console script on the seeded ledger, posting to the
-recording Slack Web API server."""
+"""`billsleuth sweep` end to end: the console script's entry on the seeded ledger (two posts at once: the
+installed script, twice), posting to the recording Slack Web API server."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import asyncio
 import json
 import os
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import func, select
 
@@ -15,6 +14,8 @@ from bot.slack_testing import SlackRecorder
 from engine import schema
 from engine.db import create_engine
 from scenarios.generator import DEFAULT_SEED, generate
+from tests import cli
+from tests.cli import Done, billsleuth_async
 from tests.test_audit_cli import BILLSLEUTH, as_rows, billsleuth, injected
 
 SWEEP_CHANNEL = "C0SWEEP"
@@ -24,7 +25,13 @@ FIELDS = {"customer_id", "invoice_id", "root_cause", "overcharge", "currency", "
 
 
 async def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
-    """The command in a subprocess, without blocking the loop the recording server answers on."""
+    """The command in this process (tests/cli.py), off the loop the recording server answers on."""
+    done = await billsleuth_async(*args, env={**os.environ, **(env or {})})
+    return done.returncode, done.stdout, done.stderr
+
+
+async def run_process(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    """The command in a process of its own: for two commands at once."""
     process = await asyncio.create_subprocess_exec(
         BILLSLEUTH,
         *args,
@@ -102,12 +109,8 @@ def test_post_needs_a_channel_and_a_token(seeded_db_url: str) -> None:
     assert bad.returncode == 2 and "BILLSLEUTH_SWEEP_CHANNEL must be a channel id" in bad.stderr
 
 
-def billsleuth_env(env: dict[str, str], *args: str) -> Any:
-    import subprocess
-
-    return subprocess.run(
-        [BILLSLEUTH, *args], capture_output=True, text=True, env=env, timeout=120, check=False
-    )
+def billsleuth_env(env: dict[str, str], *args: str) -> Done:
+    return cli.billsleuth(*args, env=env)
 
 
 async def test_post_sends_one_digest_and_a_second_post_sends_nothing(seeded_db_url: str) -> None:
@@ -137,7 +140,8 @@ async def test_a_failed_post_marks_nothing_posted(seeded_db_url: str) -> None:
 
 async def test_two_posts_at_once_list_each_finding_once(seeded_db_url: str) -> None:
     async with SlackRecorder() as slack:
-        results = await asyncio.gather(*(run("sweep", "--post", env=posting_env(slack)) for _ in range(2)))
+        two = (run_process("sweep", "--post", env=posting_env(slack)) for _ in range(2))
+        results = await asyncio.gather(*two)
         assert [code for code, _, _ in results] == [0, 0], results
         assert len(slack.messages(SWEEP_CHANNEL)) == 1
         assert sorted(out.splitlines()[-1] for _, out, _ in results) == [

@@ -4,10 +4,8 @@ vote records its door (slack:<team id> or cli:<os user>), and a CLI vote says so
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import subprocess
 from typing import Any
 
 import psycopg
@@ -21,7 +19,6 @@ from bot.slack_testing import SignedClient, SlackRecorder
 from bot.slack_testing import payloads as p
 from engine import schema
 from tests.bot.helpers import (
-    BILLSLEUTH,
     CHANNEL,
     FINANCE,
     OUTSIDER,
@@ -32,6 +29,7 @@ from tests.bot.helpers import (
     open_case,
     snapshot,
 )
+from tests.cli import Done, billsleuth_async
 
 ALICE, BOB, _ = FINANCE
 OPTIONS: dict[str, Any] = dict(
@@ -45,11 +43,9 @@ def shell(db_url: str, os_user: str, **variables: str) -> dict[str, str]:
     return {**env, **variables}
 
 
-async def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    """The real `billsleuth` in its own process, off the loop the bot serves on."""
-    return await asyncio.to_thread(
-        subprocess.run, [str(BILLSLEUTH), *args], capture_output=True, text=True, env=env, timeout=120
-    )
+async def cli(env: dict[str, str], *args: str) -> Done:
+    """`billsleuth` (tests/cli.py), off the loop the bot serves on."""
+    return await billsleuth_async(*args, env=env)
 
 
 async def sources(bot: RunningBot, credit_note_id: str) -> list[tuple[str, str | None]]:
