@@ -34,7 +34,7 @@ from scenarios.evaluation import Run, ScenarioFile
 from scenarios.extra_kinds import EXTRA_VARIANTS, PER_VARIANT, SCENARIOS_PER_SEED
 from scenarios.generator import DEFAULT_SCENARIOS_DIR, DEFAULT_SEED, generate
 from scenarios.seed import seed_database
-from tests.openai_stub import OpenAIStub, call
+from tests.openai_stub import Delay, OpenAIStub, call
 from tests.pg import admin_execute, clone_database, database_name, drop_database
 
 BILLSLEUTH = Path(sys.executable).parent / "billsleuth"
@@ -373,32 +373,36 @@ def test_a_role_that_cannot_create_databases_gets_one_clear_line(
         admin_execute(pg_server_url, f'DROP ROLE IF EXISTS "{role}"')
 
 
-def test_an_interrupted_eval_drops_its_scratch_databases(seeded_db_url: str, tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "BILLSLEUTH_INVESTIGATOR")}
+async def test_an_interrupted_eval_drops_its_scratch_databases(seeded_db_url: str, tmp_path: Path) -> None:
+    """Ctrl-C while cases run on the scratch copy. The model never answers, so the eval is still mid-run
+    whenever the signal comes (an offline eval could finish before a timed signal on a fast machine)."""
+    env = {k: v for k, v in os.environ.items() if k != "BILLSLEUTH_INVESTIGATOR"}
     env.update(DATABASE_URL=seeded_db_url, BILLSLEUTH_HOME=str(tmp_path))
     before = fingerprint(seeded_db_url)
-    process = subprocess.Popen(
-        [str(BILLSLEUTH), "eval", "--investigator", "offline"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        # A child started from a non-interactive shell may inherit SIGINT ignored; Ctrl-C must reach it.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
-    prefix = f"bs_eval_{process.pid}_"
-    try:
-        deadline = time.monotonic() + 60
-        while not any(name.startswith(prefix) for name in leftover_scratch_databases(seeded_db_url)):
-            assert process.poll() is None and time.monotonic() < deadline, "eval never made its scratch copy"
-            time.sleep(0.1)
-        time.sleep(2)  # let cases get under way on the copy
-        process.send_signal(signal.SIGINT)
-        _, err = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-    assert process.returncode == 130
+    async with OpenAIStub([Delay(600) for _ in range(SCENARIOS_PER_SEED)]) as stub:
+        env.update(OPENAI_API_KEY=stub.api_key, OPENAI_BASE_URL=stub.base_url)
+        process = subprocess.Popen(
+            [str(BILLSLEUTH), "eval", "--investigator", "llm"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            # A child started from a non-interactive shell may inherit SIGINT ignored; Ctrl-C must reach it.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+        prefix = f"bs_eval_{process.pid}_"
+        try:
+            deadline = time.monotonic() + 120
+            while not stub.requests:  # a case under way on the copy, waiting for the model
+                assert process.poll() is None and time.monotonic() < deadline, "eval never asked the model"
+                await asyncio.sleep(0.1)
+            assert any(name.startswith(prefix) for name in leftover_scratch_databases(seeded_db_url))
+            process.send_signal(signal.SIGINT)
+            _, err = await asyncio.to_thread(process.communicate, timeout=60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+    assert process.returncode == 130, err
     assert err.endswith("billsleuth: error: interrupted\n")
     assert not [name for name in leftover_scratch_databases(seeded_db_url) if name.startswith(prefix)]
     assert fingerprint(seeded_db_url) == before
