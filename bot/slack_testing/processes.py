@@ -21,9 +21,10 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-async def wait_until_serving(base_url: str, process: subprocess.Popen[Any], timeout: float = 60) -> None:
+async def wait_until_serving(base_url: str, process: subprocess.Popen[Any], timeout: float = 300) -> None:
     """Poll `base_url` + /healthz until it answers 200; fail at once (with what the bot printed, when its
-    output is captured) if the process exits first."""
+    output is captured) if the process exits first. `timeout` only guards against a bot that hangs: on a
+    2-core machine shared by several test runs a start took over 60 s."""
     deadline = time.monotonic() + timeout
     async with aiohttp.ClientSession() as session:
         while time.monotonic() < deadline:
