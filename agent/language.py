@@ -10,8 +10,8 @@ with confidence, give English, and say so (the internal note carries it).
 
 from __future__ import annotations
 
-import functools
 import re
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -103,16 +103,30 @@ def language_of(text: str, names: Iterable[str] = ()) -> Language:
     return detect(text, names).language
 
 
-@functools.cache
-def _identifier() -> Any:
-    """py3langid's identifier, loaded once a process (about a second: the model is decompressed)."""
-    from py3langid.langid import MODEL_FILE, LanguageIdentifier
+_LOADING = threading.Lock()
+_LOADED: list[Any] = []
 
-    identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
-    identifier.set_languages(list(LATIN_SCRIPT))
-    return identifier
+
+def _identifier() -> Any:
+    """py3langid's identifier, loaded once a process (about a second: the model is decompressed). A lock,
+    so a warm-up thread and a first complaint never load it twice."""
+    with _LOADING:
+        if not _LOADED:
+            from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+            identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+            identifier.set_languages(list(LATIN_SCRIPT))
+            _LOADED.append(identifier)
+    return _LOADED[0]
 
 
 def warm_up() -> None:
     """Load the model now (a long-running process does it at start, not on its first complaint)."""
     _identifier()
+
+
+def warm_up_beside() -> threading.Thread:
+    """Load the model in a thread while the caller prepares other things (eval copies its ledger)."""
+    loading = threading.Thread(target=warm_up, name="language-model", daemon=True)
+    loading.start()
+    return loading

@@ -27,7 +27,7 @@ from sqlalchemy import func, select
 from agent.cases import CaseService, case_service
 from agent.configuration import Configuration
 from agent.customers import find_customer
-from agent.language import Language, detect
+from agent.language import Language, detect, warm_up_beside
 from approvals.config import ApprovalSettings
 from engine import schema
 from engine.db import create_engine, home
@@ -342,6 +342,7 @@ def evaluate(
         raise EvalInputError(f"-k must be at least 1, got {k}")
     say = progress or (lambda _message: None)
     started = time.monotonic()
+    warm_up_beside()  # the language model loads while the scratch ledger is copied, not in the first case
     seeded = False
     if scenarios_dir is None:
         if asyncio.run(ledger_customers(source_url)) == 0:
