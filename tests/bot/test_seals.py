@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -22,7 +21,6 @@ from bot.slack_testing.recorder import dm_channel
 from engine import schema
 from engine.db import create_engine
 from tests.bot.helpers import (
-    BILLSLEUTH,
     FINANCE,
     SECRET,
     all_text,
@@ -30,6 +28,7 @@ from tests.bot.helpers import (
     assert_valid_blocks,
     offline_bot,
 )
+from tests.cli import Done, billsleuth_async
 from tests.test_activity_log import insert_rows
 
 FINANCE_CHANNEL = "C0FINANCE"
@@ -56,8 +55,8 @@ async def sealed_rows(url: str) -> list[Any]:
         await engine.dispose()
 
 
-async def seal_cli(url: str, slack: SlackRecorder, **env: str) -> subprocess.CompletedProcess[str]:
-    """`billsleuth activity seal` in its own process; the recorder keeps serving on this loop meanwhile."""
+async def seal_cli(url: str, slack: SlackRecorder, **env: str) -> Done:
+    """`billsleuth activity seal`, off this loop: the recorder keeps serving on it meanwhile."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "BILLSLEUTH_"))}
     environment |= {
         "DATABASE_URL": url,
@@ -65,14 +64,7 @@ async def seal_cli(url: str, slack: SlackRecorder, **env: str) -> subprocess.Com
         "SLACK_BOT_TOKEN": slack.bot_token,
         **env,
     }
-    return await asyncio.to_thread(
-        subprocess.run,
-        [str(BILLSLEUTH), "activity", "seal"],
-        capture_output=True,
-        text=True,
-        env=environment,
-        timeout=120,
-    )
+    return await billsleuth_async("activity", "seal", env=environment)
 
 
 async def test_activity_seal_posts_to_the_finance_channel_and_records_it(
