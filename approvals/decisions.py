@@ -4,9 +4,10 @@ Who may vote: a Slack user ID on BILLSLEUTH_APPROVERS, never a bot, never the li
 person who opened the case. One vote each; at or above the threshold two distinct people must approve;
 a reject needs a reason and ends the note at once.
 
-Where from: every vote records its source (`slack:<team id>` or `cli:<os user>`). The CLI is a break-glass
-door, shut unless the stored policy opens it (`cli_decisions`), and the OS user who opened a case from
-the CLI cannot decide it from the CLI under any Slack id.
+Where from: every vote records its source (`slack:<team id>` or `cli:<os account>`, the process's real
+account: approvals.identity). The CLI is a break-glass door, shut unless the stored policy opens it
+(`cli_decisions`); the OS account who opened a case from the CLI cannot decide it from the CLI under any
+Slack id, and one OS account casts at most one vote on a note, whatever `--as` says.
 
 Concurrency: a vote locks the note row (FOR UPDATE) before counting, so two approvers clicking at the
 same moment are counted one after the other, never both as "the first of two". The status change
@@ -64,7 +65,7 @@ class Ballot:
     comment: str
     requester: str | None
     approver_is_bot: bool
-    source: str | None = None  # slack:<team id> or cli:<os user>; None: a caller that did not say
+    source: str | None = None  # slack:<team id> or cli:<os account>; None: a caller that did not say
 
     @property
     def from_cli(self) -> bool:
@@ -156,6 +157,7 @@ async def _count_vote(
         raise ApprovalRefused(
             Rule.ONE_VOTE_EACH, f"{ballot.approver} has already voted on {note.id}; it needs someone else"
         )
+    check_one_vote_per_os_account(ballot, votes, note.id)
     await _insert_vote(conn, note, ballot, now)
     approvals = len(current_approvals(votes, settings)) + (ballot.decision == APPROVE)
     if ballot.decision == APPROVE and approvals < note.needed:
@@ -188,7 +190,7 @@ def check_identity(ballot: Ballot, settings: ApprovalSettings) -> None:
 
 async def check_not_requester(conn: AsyncConnection, ballot: Ballot, case_id: str | None) -> None:
     """The caller names the requester; the case row, when there is one, is checked as well. From the
-    CLI the OS user counts too: whoever opened the case from a shell (`cli:<os user>`, under any
+    CLI the OS account counts too: whoever opened the case from a shell (`cli:<os account>`, under any
     `--as`) cannot decide it from that shell under any Slack id."""
     approver = ballot.approver
     requesters = {ballot.requester} if ballot.requester else set()
@@ -208,6 +210,22 @@ async def check_not_requester(conn: AsyncConnection, ballot: Ballot, case_id: st
         raise ApprovalRefused(
             Rule.REQUESTER_CANNOT_APPROVE,
             f"{ballot.source} opened this case and cannot also decide its credit note, under any --as",
+        )
+
+
+def check_one_vote_per_os_account(ballot: Ballot, votes: list[Vote], credit_note_id: str) -> None:
+    """`--as` is only a claim: whoever holds one OS account is one person, so a note counts one CLI vote
+    from it, whichever Slack ids it names. Read under the note's row lock, like the other vote checks, so
+    two such votes at once are counted one after the other."""
+    if not ballot.from_cli:
+        return
+    earlier = next((v for v in votes if v.source == ballot.source), None)
+    if earlier is not None:
+        account = str(ballot.source)[len(CLI_SOURCE) :]
+        raise ApprovalRefused(
+            Rule.ONE_VOTE_PER_OS_ACCOUNT,
+            f"the OS account {account} has already voted on {credit_note_id} from the CLI (as "
+            f"{earlier.approver}); one OS account counts once, whatever --as says",
         )
 
 

@@ -13,7 +13,7 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
-CLI_SOURCE = "cli:"  # a decision's source from the CLI: cli:<os user>
+CLI_SOURCE = "cli:"  # a decision's source from the CLI: cli:<os account> (approvals.identity)
 SLACK_SOURCE = "slack:"  # from a Slack-signed payload: slack:<team id>
 
 
@@ -74,6 +74,8 @@ class Rule(StrEnum):
     REASON_REQUIRED = "reason_required"
     EXPIRED = "expired"
     ONE_VOTE_EACH = "one_vote_each"
+    # a CLI vote counts once per OS account on a note, whatever Slack id `--as` names
+    ONE_VOTE_PER_OS_ACCOUNT = "one_vote_per_os_account"
     CONFLICT = "conflict"
     ARGS_MISMATCH = "args_mismatch"
     # who may read notes and open cases (BILLSLEUTH_SUPPORT and the approvers)
@@ -120,7 +122,7 @@ class Vote:
     comment: str
     args_hash: str  # the note's args_hash when the vote was cast
     decided_at: datetime
-    source: str | None = None  # slack:<team id> or cli:<os user>; None for votes cast before it was kept
+    source: str | None = None  # slack:<team id> or cli:<os account>; None for votes cast before it was kept
 
     @property
     def via(self) -> str | None:

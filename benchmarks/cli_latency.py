@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 BILLSLEUTH = str(BIN / "billsleuth")
 GOAL_SECONDS = 0.3
+REQUESTER = "U0SUPPORT1"  # `case open` names the Slack user it opens the case for
 FLOOR_IMPORTS = "import sqlalchemy.ext.asyncio, psycopg; from pydantic import BaseModel"
 # The least any read command can do on the embedded server: find it (the wheel), connect, one query.
 FLOOR_QUERY = "; ".join(
@@ -81,7 +82,12 @@ def prepare(env: dict[str, str]) -> tuple[str, str]:
     run([BILLSLEUTH, "seed"], env)
     findings = json.loads(run([BILLSLEUTH, "audit", "--all", "--json"], env))["findings"]
     customer = findings[0]["customer_id"]
-    case = json.loads(run([BILLSLEUTH, "case", "open", customer, "why was I charged twice?", "--json"], env))
+    case = json.loads(
+        run(
+            [BILLSLEUTH, "case", "open", customer, "why was I charged twice?", "--as", REQUESTER, "--json"],
+            env,
+        )
+    )
     note = case["credit_note"]
     if note is None:
         raise SystemExit(f"the case on {customer} drafted no credit note: {case['status']}")

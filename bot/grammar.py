@@ -38,7 +38,7 @@ class OpenCase:
     requester: str
     channel: str | None = None
     thread_ts: str | None = None
-    opened_from: str | None = None  # cli:<os user> from the CLI: that OS user may not decide the case
+    opened_from: str | None = None  # cli:<os account> from the CLI: that OS account may not decide the case
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class Decide:
     comment: str = ""
     approver_is_bot: bool = False
     source: str | None = (
-        None  # slack:<team id> or cli:<os user> (approvals.source); the CLI's door is checked
+        None  # slack:<team id> or cli:<os account> (approvals.source); the CLI's door is checked
     )
 
 

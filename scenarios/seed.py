@@ -18,7 +18,6 @@ the erased notes, so their numbers stay theirs.
 
 from __future__ import annotations
 
-import getpass
 import shutil
 import tempfile
 from collections import Counter
@@ -29,6 +28,7 @@ from sqlalchemy import Table, func, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from approvals import activity
+from approvals.identity import os_account
 from engine import schema as t
 from engine.db import create_engine
 from scenarios.extra_kinds import EXTRA_VARIANTS
@@ -180,15 +180,8 @@ async def reseed(
     )
     if erased:  # seeding an empty database erases nothing and leaves the log as it was
         details = {"seed": seed, "forced": force, "erased": erased, "erased_issued": erased_issued}
-        actor_id = actor or os_user()
+        actor_id = actor or os_account()
         await activity.record(conn, activity.USER, actor_id, "ledger.reseeded", "dataset", str(seed), details)
-
-
-def os_user() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return "unknown"
 
 
 def _stage(directory: Path, scenarios: list[Scenario]) -> Path:

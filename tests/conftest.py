@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agent.database import upgrade_all
 from engine.db import create_engine, with_database
+from tests.os_accounts import SECOND, THIRD, OsAccount, os_account_for
 from tests.pg import admin_execute, clone_database, database_name, drop_database, start_disposable_server
 
 MIGRATED_TEMPLATE = f"bs_migrated_{os.getpid()}"
@@ -98,3 +99,15 @@ async def seeded_db(seeded_db_url: str) -> AsyncIterator[AsyncEngine]:
     engine = create_engine(seeded_db_url)
     yield engine
     await engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def second_os_account(pg_server_url: str) -> OsAccount:
+    """A second person at the CLI: the real OS account bs_second, able to reach the test database."""
+    return os_account_for(SECOND, pg_server_url)
+
+
+@pytest.fixture(scope="session")
+def third_os_account(pg_server_url: str) -> OsAccount:
+    """A third person at the CLI: the real OS account bs_third."""
+    return os_account_for(THIRD, pg_server_url)

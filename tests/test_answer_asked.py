@@ -146,7 +146,7 @@ def test_the_cli_asks_for_an_id_on_its_own_command_line(seeded_db_url: str) -> N
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "BILLSLEUTH_", "SLACK_"))}
     env.update(DATABASE_URL=seeded_db_url, BILLSLEUTH_INVESTIGATOR="offline")
     for words in ("why did you charge me 89.00 in May?", "为什么 5 月扣了我 89.00?"):
-        opened = billsleuth("case", "open", "", words, env=env)
+        opened = billsleuth("case", "open", "", words, "--as", "U0SUPPORT1", env=env)
         assert opened.returncode == 0, opened.stderr
         assert "needs_customer" in opened.stdout
         assert 'billsleuth case open C-0007 "…"' in opened.stdout

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -21,10 +20,12 @@ from agent.prompts import rejected_reply
 from approvals.config import ApprovalSettings
 from approvals.models import ApprovalRefused
 from engine import schema
-from tests.cli import Done, billsleuth
+from tests.cli import billsleuth
+from tests.os_accounts import OsAccount, run_cli
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios" / "default"
 FINANCE = ("U0FIN0001", "U0FIN0002", "U0FIN0003")
+SUPPORT = "U0SUPPORT1"
 BILLSLEUTH = Path(sys.executable).with_name("billsleuth")
 
 
@@ -436,48 +437,50 @@ async def test_a_vote_that_finds_the_draft_overdue_expires_the_case_too(service:
     assert sc["truth"]["overcharge"] not in after["reply"]["customer_message"]
 
 
-def cli(*args: str, env: dict[str, str]) -> Done:
+def cli(*args: str, env: dict[str, str], account: OsAccount | None = None) -> Any:
+    """In this process as this test's OS account; in a process of its own as another `account`."""
+    if account is not None:
+        return run_cli(env, *args, account=account)
     return billsleuth(*args, env=env)
 
 
-def test_case_opened_in_one_process_is_approved_from_another(seeded_db_url: str) -> None:
+def test_case_opened_in_one_process_is_approved_from_another(
+    seeded_db_url: str, second_os_account: OsAccount, third_os_account: OsAccount
+) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "BILLSLEUTH_", "SLACK_"))}
-    # The break-glass door open in the stored policy; the case opened by one OS user, decided by another.
+    # The break-glass door open in the stored policy; the case opened by this test's OS account, decided by
+    # two others (one OS account counts once on a note, whatever --as says).
     env.update(
         DATABASE_URL=seeded_db_url, BILLSLEUTH_APPROVERS=",".join(FINANCE), BILLSLEUTH_CLI_DECISIONS="on"
     )
     sc = scenario("proration_missing_credit")
-    support_desk = {**env, "LOGNAME": "support-desk", "USER": "support-desk"}
     # The opening command in a process of its own: nothing but the database carries the case over.
-    opened = subprocess.run(
-        [str(BILLSLEUTH), "case", "open", sc["customer_id"], sc["question"], "--json"],
-        capture_output=True, text=True, env=support_desk, timeout=120,
-    )  # fmt: skip
-    env.update(LOGNAME="finance-desk", USER="finance-desk")
+    opened = run_cli(env, "case", "open", sc["customer_id"], sc["question"], "--as", SUPPORT, "--json")
     assert opened.returncode == 0, opened.stderr
     case = json.loads(opened.stdout)
     assert case["status"] == "awaiting_approval"
     note_id = case["credit_note"]["id"]
-    listed = json.loads(cli("list", "--json", env=env).stdout)
+    second, third = second_os_account, third_os_account
+    listed = json.loads(cli("list", "--json", env=env, account=second).stdout)
     assert [n["id"] for n in listed["credit_notes"]] == [note_id]
-    shown = json.loads(cli("show", note_id, "--json", env=env).stdout)
+    shown = json.loads(cli("show", note_id, "--json", env=env, account=second).stdout)
     assert shown["recompute"]["overcharge"] == sc["truth"]["overcharge"]
     assert any(call["actor"] == "agent:offline" for call in shown["tool_trail"])
-    missing_reason = cli("reject", note_id, "--as", FINANCE[0], env=env)
+    missing_reason = cli("reject", note_id, "--as", FINANCE[0], env=env, account=second)
     assert missing_reason.returncode != 0 and "reason" in missing_reason.stderr
     assert len(missing_reason.stderr.strip().splitlines()) == 1
     assert case["credit_note"]["needed"] == 2  # 321.36 is above the 300.00 threshold
-    first = cli("approve", note_id, "--as", FINANCE[0], "--json", env=env)
+    first = cli("approve", note_id, "--as", FINANCE[0], "--json", env=env, account=second)
     assert first.returncode == 0, first.stderr
     assert json.loads(first.stdout)["credit_note"]["approvals"] == 1
-    twice = cli("approve", note_id, "--as", FINANCE[0], env=env)
+    twice = cli("approve", note_id, "--as", FINANCE[0], env=env, account=third)
     assert twice.returncode != 0 and "one_vote_each" in twice.stderr
-    approved = cli("approve", note_id, "--as", FINANCE[1], "--json", env=env)
+    approved = cli("approve", note_id, "--as", FINANCE[1], "--json", env=env, account=third)
     assert approved.returncode == 0, approved.stderr
     assert json.loads(approved.stdout)["status"] == "issued"
-    repeat = cli("approve", note_id, "--as", FINANCE[2], env=env)
+    repeat = cli("approve", note_id, "--as", FINANCE[2], env=env, account=second)
     assert repeat.returncode == 0 and "already" in repeat.stdout.lower()
-    conflict = cli("reject", note_id, "--as", FINANCE[1], "-m", "changed my mind", env=env)
+    conflict = cli("reject", note_id, "--as", FINANCE[1], "-m", "changed my mind", env=env, account=third)
     assert conflict.returncode != 0
     shown_case = json.loads(cli("case", "show", case["case_id"], "--json", env=env).stdout)
     assert shown_case["status"] == "issued"
@@ -485,39 +488,45 @@ def test_case_opened_in_one_process_is_approved_from_another(seeded_db_url: str)
     assert unknown.returncode == 2 and "CN-9999" in unknown.stderr
 
 
-def test_an_approved_note_held_by_the_daily_limit_is_cancelled_from_the_cli(seeded_db_url: str) -> None:
+def test_an_approved_note_held_by_the_daily_limit_is_cancelled_from_the_cli(
+    seeded_db_url: str, second_os_account: OsAccount
+) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "BILLSLEUTH_", "SLACK_"))}
-    # The break-glass door open in the stored policy; cases opened by one OS user, decided by another.
+    # The break-glass door open in the stored policy; cases opened by this test's OS account (the support
+    # desk), decided by another (finance).
     env.update(
         DATABASE_URL=seeded_db_url,
         BILLSLEUTH_APPROVERS=",".join(FINANCE),
         BILLSLEUTH_DAILY_CREDIT_LIMIT="190.00",
         BILLSLEUTH_CLI_DECISIONS="on",
     )
-    support_desk = {**env, "LOGNAME": "support-desk", "USER": "support-desk"}
-    env.update(LOGNAME="finance-desk", USER="finance-desk")
+    finance = second_os_account
     for sc in (scenario("timezone_change_date"), scenario("cancel_not_respected")):  # 26.02, then 174.90
-        opened_ = cli("case", "open", sc["customer_id"], sc["question"], "--json", env=support_desk)
+        opened_ = cli("case", "open", sc["customer_id"], sc["question"], "--as", SUPPORT, "--json", env=env)
         opened = json.loads(opened_.stdout)
-        approved = cli("approve", opened["credit_note"]["id"], "--as", FINANCE[0], "--json", env=env)
+        approved = cli(
+            "approve", opened["credit_note"]["id"], "--as", FINANCE[0], "--json", env=env, account=finance
+        )
         assert approved.returncode == 0, approved.stderr
     held = json.loads(approved.stdout)  # 26.02 + 174.90 passes today's 190.00: approved and held
     assert held["status"] == "awaiting_approval" and held["credit_note"]["status"] == "approved"
     note_id = held["credit_note"]["id"]
 
-    no_reason = cli("cancel", note_id, "--as", FINANCE[1], env=env)
+    no_reason = cli("cancel", note_id, "--as", FINANCE[1], env=env, account=finance)
     assert no_reason.returncode != 0 and "reason_required" in no_reason.stderr
     assert len(no_reason.stderr.strip().splitlines()) == 1
-    stranger = cli("cancel", note_id, "--as", "U0SALES001", "-m", "not needed", env=env)
+    stranger = cli("cancel", note_id, "--as", "U0SALES001", "-m", "not needed", env=env, account=finance)
     assert stranger.returncode != 0 and "not_an_approver" in stranger.stderr
-    cancelled = cli("cancel", note_id, "--as", FINANCE[0], "-m", "paid by hand", "--json", env=env)
+    cancelled = cli(
+        "cancel", note_id, "--as", FINANCE[0], "-m", "paid by hand", "--json", env=env, account=finance
+    )
     assert cancelled.returncode == 0, cancelled.stderr  # the approver who voted may cancel too
     case = json.loads(cancelled.stdout)
     assert case["status"] == "cancelled" and case["credit_note"]["status"] == "cancelled"
     assert scenario("cancel_not_respected")["truth"]["overcharge"] not in case["reply"]["customer_message"]
-    repeat = cli("cancel", note_id, "--as", FINANCE[1], "-m", "paid by hand", env=env)
+    repeat = cli("cancel", note_id, "--as", FINANCE[1], "-m", "paid by hand", env=env, account=finance)
     assert repeat.returncode == 0 and "already cancelled" in repeat.stdout
-    conflict = cli("reject", note_id, "--as", FINANCE[1], "-m", "changed my mind", env=env)
+    conflict = cli("reject", note_id, "--as", FINANCE[1], "-m", "changed my mind", env=env, account=finance)
     assert conflict.returncode != 0 and "conflict" in conflict.stderr
     shown = json.loads(cli("case", "show", case["case_id"], "--json", env=env).stdout)
     assert shown == case

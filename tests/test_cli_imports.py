@@ -84,7 +84,9 @@ def test_an_unknown_case_is_named_whole_in_the_refusal(db_url: str) -> None:
 
 
 def test_opening_a_case_still_loads_the_graph_when_it_runs_one(seeded_db_url: str) -> None:
-    code, heavy, out = run_probe(seeded_db_url, "case", "open", "C-0001", "why this charge?", "--json")
+    code, heavy, out = run_probe(
+        seeded_db_url, "case", "open", "C-0001", "why this charge?", "--as", "U0SUPPORT1", "--json"
+    )
     assert code == 0, out
     assert "langgraph" in heavy
     assert json.loads(out)["status"] in ("explained", "awaiting_approval", "escalated")

@@ -374,7 +374,16 @@ async def test_the_pause_survives_a_restart_and_lifts_on_budget_raise(db_url: st
             "unpriced_calls": 0,
         }
         opened = await asyncio.to_thread(
-            billsleuth, db_url, "case", "open", later["customer_id"], later["question"], "--json", **env
+            billsleuth,
+            db_url,
+            "case",
+            "open",
+            later["customer_id"],
+            later["question"],
+            "--as",
+            "U0SUP",
+            "--json",
+            **env,
         )
         after_restart = json.loads(opened.stdout)
         assert after_restart["investigator_note"] == (
@@ -399,7 +408,16 @@ async def test_the_pause_survives_a_restart_and_lifts_on_budget_raise(db_url: st
         assert raised.returncode == 0, raised.stderr
         assert "resumed" in raised.stdout
         resumed = await asyncio.to_thread(
-            billsleuth, db_url, "case", "open", last["customer_id"], last["question"], "--json", **env
+            billsleuth,
+            db_url,
+            "case",
+            "open",
+            last["customer_id"],
+            last["question"],
+            "--as",
+            "U0SUP",
+            "--json",
+            **env,
         )
     case = json.loads(resumed.stdout)
     assert case["status"] == "awaiting_approval" and "investigator_note" not in case

@@ -115,8 +115,10 @@ async def test_the_cli_finds_the_customer_or_lists_the_candidates(
         return subprocess.run([str(BILLSLEUTH), *args], capture_output=True, text=True, env=env, timeout=120)
 
     several, found = await asyncio.gather(
-        asyncio.to_thread(run, "case", "open", "", f"{shared} here: why twice?"),
-        asyncio.to_thread(run, "case", "open", "", f"{email} asks why she was charged twice", "--json"),
+        asyncio.to_thread(run, "case", "open", "", f"{shared} here: why twice?", "--as", "U0SUPPORT1"),
+        asyncio.to_thread(
+            run, "case", "open", "", f"{email} asks why she was charged twice", "--as", "U0SUPPORT1", "--json"
+        ),
     )
     assert several.returncode == 2 and "several customers" in several.stderr and shared in several.stderr
     assert len(several.stderr.strip().splitlines()) == 1

@@ -138,7 +138,9 @@ def billsleuth_json(url: str, *args: str) -> Any:
 
 
 async def test_over_mcp_recompute_invoice_gives_the_figures_billsleuth_show_gives(seeded_db_url: str) -> None:
-    case = billsleuth_json(seeded_db_url, "case", "open", CUSTOMER, "why were we charged in September?")
+    case = billsleuth_json(
+        seeded_db_url, "case", "open", CUSTOMER, "why were we charged in September?", "--as", "U0SUPPORT1"
+    )
     note = case["credit_note"]
     assert note is not None and note["invoice_id"] == INVOICE
     shown = billsleuth_json(seeded_db_url, "show", note["id"])["recompute"]

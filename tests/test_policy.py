@@ -1,6 +1,6 @@
 """The policy in force is stored in the database: stored on first use, shown, applied on purpose (audited),
-enforced over a shell's own environment (which warns), and shown apart by doctor. And the OS user who opened
-a case from the CLI cannot decide it from the CLI under any --as."""
+enforced over a shell's own environment (which warns), and shown apart by doctor. And the OS account that
+opened a case from the CLI cannot decide it from the CLI under any --as."""
 
 from __future__ import annotations
 
@@ -12,20 +12,25 @@ import psycopg
 import pytest
 
 from approvals.config import ApprovalSettings, SettingsError
+from approvals.identity import os_account
 from tests.bot.helpers import FINANCE, SUPPORT, first_scenario
-from tests.cli import Done, billsleuth
+from tests.cli import billsleuth
+from tests.os_accounts import OsAccount, run_cli
 
 APPROVERS = "BILLSLEUTH_APPROVERS"
 
 
-def shell(db_url: str, os_user: str = "support-desk", **variables: str) -> dict[str, str]:
-    """A shell's environment: this database, this OS user (getpass reads LOGNAME first), these settings."""
+def shell(db_url: str, **variables: str) -> dict[str, str]:
+    """A shell's environment: this database, these settings. Who runs it is the process's OS account."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "BILLSLEUTH_", "SLACK_"))}
-    env.update(DATABASE_URL=db_url, LOGNAME=os_user, USER=os_user, BILLSLEUTH_INVESTIGATOR="offline")
+    env.update(DATABASE_URL=db_url, BILLSLEUTH_INVESTIGATOR="offline")
     return {**env, **variables}
 
 
-def cli(env: dict[str, str], *args: str) -> Done:
+def cli(env: dict[str, str], *args: str, account: OsAccount | None = None) -> Any:
+    """In this process as this test's OS account; in a process of its own as another `account`."""
+    if account is not None:
+        return run_cli(env, *args, account=account)
     return billsleuth(*args, env=env)
 
 
@@ -74,7 +79,7 @@ def test_the_first_command_stores_its_policy_and_show_prints_it(db_url: str) -> 
     assert after["stored"] is True and after["differences"] == []
     assert after["policy"] == after["environment"]
     ((actor, details),) = policy_rows(db_url)
-    assert actor == "cli:support-desk" and details["why"] == "first use"
+    assert actor == f"cli:{os_account()}" and details["why"] == "first use"
     assert details["new"][APPROVERS] == FINANCE[0] and details["old"][APPROVERS] is None
     text = cli(env, "policy", "show")
     assert text.returncode == 0 and f"{APPROVERS} = {FINANCE[0]}" in text.stdout
@@ -83,7 +88,10 @@ def test_the_first_command_stores_its_policy_and_show_prints_it(db_url: str) -> 
 def test_a_shell_that_disagrees_warns_doctor_shows_it_and_apply_stores_it_on_purpose(db_url: str) -> None:
     first = shell(db_url, BILLSLEUTH_APPROVERS=FINANCE[0])
     assert cli(first, "list").returncode == 0  # stores FINANCE[0] as the policy
-    wider = shell(db_url, "mallory", BILLSLEUTH_APPROVERS=f"{FINANCE[0]},{FINANCE[1]}")
+    # A shell that calls itself mallory: the record names its real OS account all the same.
+    wider = shell(
+        db_url, LOGNAME="mallory", USER="mallory", BILLSLEUTH_APPROVERS=f"{FINANCE[0]},{FINANCE[1]}"
+    )
     differences = shown(wider)["differences"]
     assert differences == [
         {"variable": APPROVERS, "stored": FINANCE[0], "environment": f"{FINANCE[0]},{FINANCE[1]}"}
@@ -100,7 +108,7 @@ def test_a_shell_that_disagrees_warns_doctor_shows_it_and_apply_stores_it_on_pur
     applied = cli(wider, "policy", "apply")
     assert applied.returncode == 0, applied.stderr
     (_, (actor, details)) = policy_rows(db_url)
-    assert actor == "cli:mallory" and details["why"] == "policy apply"
+    assert actor == f"cli:{os_account()}" and details["why"] == "policy apply"
     assert details["old"] == {APPROVERS: FINANCE[0]}
     assert details["new"] == {APPROVERS: f"{FINANCE[0]},{FINANCE[1]}"}
     assert shown(wider)["differences"] == []
@@ -109,22 +117,26 @@ def test_a_shell_that_disagrees_warns_doctor_shows_it_and_apply_stores_it_on_pur
     assert len(policy_rows(db_url)) == 2  # an apply that changes nothing is not a change
 
 
-def test_the_os_user_who_opened_a_case_cannot_decide_it_under_any_as(seeded_db_url: str) -> None:
+def test_the_os_account_that_opened_a_case_cannot_decide_it_under_any_as(
+    seeded_db_url: str, second_os_account: OsAccount
+) -> None:
     door_open = {APPROVERS: ",".join(FINANCE), "BILLSLEUTH_CLI_DECISIONS": "on"}
-    desk = shell(seeded_db_url, "support-desk", **door_open)
+    env = shell(seeded_db_url, **door_open)
     sc = first_scenario(action="credit_note", single_approver=True)
-    opened = cli(desk, "case", "open", sc["customer_id"], sc["question"], "--as", SUPPORT, "--json")
+    desk = second_os_account  # the support desk's shell
+    opened = cli(
+        env, "case", "open", sc["customer_id"], sc["question"], "--as", SUPPORT, "--json", account=desk
+    )
     assert opened.returncode == 0, opened.stderr
     case = json.loads(opened.stdout)
     note_id = case["credit_note"]["id"]
     for approver in FINANCE[:2]:  # a Slack id that is not the requester's does not help
-        refused = cli(desk, "approve", note_id, "--as", approver)
+        refused = cli(env, "approve", note_id, "--as", approver, account=desk)
         assert refused.returncode != 0 and "requester_cannot_approve" in refused.stderr
-        assert "cli:support-desk" in refused.stderr
-    finance = shell(seeded_db_url, "finance-desk", **door_open)
-    approved = cli(finance, "approve", note_id, "--as", FINANCE[0], "--json")
+        assert f"cli:{desk.name}" in refused.stderr
+    approved = cli(env, "approve", note_id, "--as", FINANCE[0], "--json")  # finance: this test's account
     assert approved.returncode == 0, approved.stderr
     assert json.loads(approved.stdout)["status"] == "issued"
-    (vote,) = json.loads(cli(finance, "show", note_id, "--json").stdout)["approvals"]
-    assert vote["approver"] == FINANCE[0] and vote["source"] == "cli:finance-desk"
-    assert vote["via"] == "via CLI by finance-desk"
+    (vote,) = json.loads(cli(env, "show", note_id, "--json").stdout)["approvals"]
+    assert vote["approver"] == FINANCE[0] and vote["source"] == f"cli:{os_account()}"
+    assert vote["via"] == f"via CLI by {os_account()}"

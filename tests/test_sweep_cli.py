@@ -77,7 +77,9 @@ def test_json_lists_every_current_finding_with_when_it_was_first_seen(seeded_db_
 
 
 def test_an_invoice_with_an_open_note_is_not_listed(seeded_db_url: str) -> None:
-    opened = billsleuth("case", "open", "C-0011", "Why was INV-0011-03 so high?", "--json")
+    opened = billsleuth(
+        "case", "open", "C-0011", "Why was INV-0011-03 so high?", "--as", "U0SUPPORT1", "--json"
+    )
     assert opened.returncode == 0, opened.stderr
     assert json.loads(opened.stdout)["credit_note"]["invoice_id"] == "INV-0011-03"
     output = json.loads(billsleuth("sweep", "--json").stdout)

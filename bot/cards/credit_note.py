@@ -168,7 +168,7 @@ def _rounds_text(view: CreditNoteCardView) -> str:
 
 
 def _sent_back_text(sent_back: RoundView, requester: str) -> str:
-    who = user(requester) if requester[:1] in ("U", "W") else "the requester"  # not a cli:<os user>
+    who = user(requester) if requester[:1] in ("U", "W") else "the requester"  # not a cli:<os account>
     return (
         f":leftwards_arrow_with_hook: *Changes requested* by {user(sent_back.asked_by)}: "
         f"“{clip(sent_back.question, MAX_COMMENT)}” No credit is issued on this note; {who} answers in the "

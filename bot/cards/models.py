@@ -218,7 +218,7 @@ class DecisionView:
     decision: DecisionKind
     comment: str = ""  # a reject's reason, an approver's note
     at: datetime | None = None
-    via: str | None = None  # "via CLI by <os user>" for a vote cast from the CLI's break-glass door
+    via: str | None = None  # "via CLI by <os account>" for a vote cast from the CLI's break-glass door
 
 
 @dataclass(frozen=True)

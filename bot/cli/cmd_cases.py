@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from bot.cli.common import CommandError, cli_source, os_user, run_operation
+from bot.cli.common import CommandError, cli_source, run_operation
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -17,7 +17,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     open_.add_argument("customer_id", metavar="CUSTOMER_ID")
     open_.add_argument("message", metavar="MESSAGE", help="the customer's words")
     open_.add_argument(
-        "--as", dest="requester", metavar="SLACK_USER_ID", help="who asks (default cli:<os user>)"
+        "--as",
+        dest="requester",
+        metavar="SLACK_USER_ID",
+        help="required: the Slack user the case is opened for (its requester, told by DM)",
     )
     open_.add_argument("--json", action="store_true")
     open_.set_defaults(handler=run_open)
@@ -122,11 +125,26 @@ def build(make: Callable[[], object]) -> object:
 def run_open(args: argparse.Namespace) -> int:
     from bot.grammar import open_case_request
 
-    requester = args.requester or cli_source()
+    requester = checked_requester(args.requester)
     request = build(lambda: open_case_request(args.customer_id, args.message, requester))
-    # Whoever is at this shell opened it, under any --as: they may not decide it from here.
+    # Whoever is at this shell opened it, under any --as: they may not decide it from here, and the
+    # requester is told by DM that this OS account opened a case in their name.
     request = replace(request, opened_from=cli_source())  # type: ignore[type-var]
     return run_operation(request, as_json=args.json, render=lambda r: render_case(r.payload))
+
+
+def checked_requester(requester: str | None) -> str:
+    """A case has a person behind it: the Slack user named by --as, who then decides nothing on it. Not
+    optional, so that no case is opened in nobody's name (exit 2 before anything is written)."""
+    from approvals.config import is_slack_user_id
+
+    if not requester:
+        raise CommandError(
+            "case open needs --as SLACK_USER_ID: the Slack user the case is opened for (its requester)"
+        )
+    if not is_slack_user_id(requester):
+        raise CommandError(f"--as {requester!r} is not a Slack user ID (like U012AB3CD)")
+    return requester
 
 
 def run_show_case(args: argparse.Namespace) -> int:
@@ -157,7 +175,7 @@ def run_list(args: argparse.Namespace) -> int:
 def run_show_note(args: argparse.Namespace) -> int:
     from bot.grammar import show_note_request
 
-    request = build(lambda: show_note_request(args.credit_note_id, f"cli:{os_user()}"))
+    request = build(lambda: show_note_request(args.credit_note_id, cli_source()))
     return run_operation(request, as_json=args.json, render=lambda r: r.text)
 
 

@@ -20,7 +20,8 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from agent.database import SchemaNotReady, upgrade_all
-    from bot.cli.common import CommandError, os_user
+    from approvals.identity import os_account
+    from bot.cli.common import CommandError
     from bot.demo import run_demo
     from engine.db import database_url, home
     from scenarios.seed import seed_database
@@ -34,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     scenarios_dir = home() / "demo" / "scenarios"
     # The demo's own database: its notes are the previous demo run's, so reseeding them is expected.
     # Forced or not, its activity log is kept and the reseed appended to it.
-    result = asyncio.run(seed_database(url, scenarios_dir=scenarios_dir, force=True, actor=os_user()))
+    result = asyncio.run(seed_database(url, scenarios_dir=scenarios_dir, force=True, actor=os_account()))
     print(result.summary())
     scenarios = [
         json.loads(path.read_text(encoding="utf-8")) for path in sorted(scenarios_dir.glob("S*.json"))

@@ -37,7 +37,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bot.cli.common import os_user, ready_database
+    from approvals.identity import os_account
+    from bot.cli.common import ready_database
     from engine.db import home
     from scenarios.generator import DEFAULT_SEED
     from scenarios.seed import ReseedRefused, seed_database
@@ -48,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     if directory.exists() and not directory.is_dir():
         raise CommandError(f"--scenarios {directory} exists and is not a directory")
     try:
-        result = asyncio.run(seed_database(url, seed, directory, force=args.force, actor=os_user()))
+        result = asyncio.run(seed_database(url, seed, directory, force=args.force, actor=os_account()))
     except ReseedRefused as error:
         raise CommandError(str(error)) from None
     except OSError as error:

@@ -8,6 +8,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from decimal import Decimal
 from typing import Any, NoReturn, TypeVar
 
+from approvals.identity import cli_source
+
 T = TypeVar("T")
 
 
@@ -83,21 +85,6 @@ def on_database(work: Callable[[Any], Awaitable[T]]) -> T:
         return asyncio.run(go())
     except SettingsError as error:
         raise CommandError(str(error)) from None
-
-
-def os_user() -> str:
-    """Who is at this shell (getpass.getuser()): the CLI's votes and cases are recorded as cli:<os user>."""
-    import getpass
-
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return "unknown"
-
-
-def cli_source() -> str:
-    """`cli:<os user>`: where a CLI vote or case comes from (approvals.source, cases.opened_from)."""
-    return f"cli:{os_user()}"
 
 
 def warn(message: str) -> None:

@@ -247,7 +247,7 @@ def as_json(view: ApproverView) -> dict[str, Any]:
                 "comment": v.comment,
                 "at": v.decided_at.isoformat(),
                 "source": v.source,
-                "via": v.via,  # "via CLI by <os user>" for a vote cast from the CLI
+                "via": v.via,  # "via CLI by <os account>" for a vote cast from the CLI
             }
             for v in view.votes
         ],

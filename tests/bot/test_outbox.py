@@ -17,6 +17,7 @@ from sqlalchemy import select, update
 from agent.cases import case_service
 from agent.configuration import Configuration
 from approvals.config import ApprovalSettings
+from approvals.identity import os_account
 from bot.cards import APPROVE_ACTION_ID
 from bot.flows.outbox import deliver_changes
 from bot.server import RunningBot, running_bot
@@ -90,9 +91,7 @@ async def test_a_cli_approve_redraws_the_card_posts_the_reply_and_refreshes_ever
     opened = await open_case(slack, client, bot, sc)
     assert "· waiting for approval" in card_status(slack, opened)
     homes_before = len(slack.calls("views.publish"))
-    approved = await cli(
-        shell(ready_db_url, "finance-desk"), "approve", opened.credit_note_id or "", "--as", ALICE
-    )
+    approved = await cli(shell(ready_db_url), "approve", opened.credit_note_id or "", "--as", ALICE)
     assert approved.returncode == 0, approved.stderr
     # The poll is 30 s: only the notification can bring the change here this fast.
     await reaches_the_card(slack, opened, "issued")
@@ -101,7 +100,7 @@ async def test_a_cli_approve_redraws_the_card_posts_the_reply_and_refreshes_ever
         lambda: set(FINANCE) <= homes_published_since(slack, homes_before), timeout=DEADLINE
     )
     assert sc["truth"]["overcharge"] in customer_replies(slack, opened)[0]
-    assert "via CLI by finance-desk" in all_text(card_of(slack, opened).blocks)
+    assert f"via CLI by {os_account()}" in all_text(card_of(slack, opened).blocks)
     assert await _drained(bot)
 
 
@@ -119,7 +118,7 @@ async def test_a_change_slack_already_shows_draws_nothing_again(
     bot, client = door_open
     sc = first_scenario(action="credit_note", single_approver=True)
     opened = await open_case(slack, client, bot, sc)
-    await cli(shell(ready_db_url, "finance-desk"), "approve", opened.credit_note_id or "", "--as", ALICE)
+    await cli(shell(ready_db_url), "approve", opened.credit_note_id or "", "--as", ALICE)
     await reaches_the_card(slack, opened, "issued")
     assert await _drained(bot)
     updates, posts = len(slack.calls("chat.update")), len(slack.calls("chat.postMessage"))
@@ -169,7 +168,7 @@ async def test_an_expiry_settled_by_a_cli_list_reaches_the_card(
             .where(notes.c.id == opened.credit_note_id)
             .values(expires_at=datetime.now(UTC) - timedelta(minutes=1))
         )
-    listed = await cli(shell(ready_db_url, "finance-desk"), "list")
+    listed = await cli(shell(ready_db_url), "list")
     assert listed.returncode == 0, listed.stderr
     await reaches_the_card(slack, opened, "expired")
     await slack.wait_until(lambda: len(customer_replies(slack, opened)) == 1, timeout=DEADLINE)
@@ -187,9 +186,7 @@ async def test_changes_made_while_the_bot_was_down_are_shown_when_it_starts(
         SignedClient(bot.url, SECRET) as client,
     ):
         opened = await open_case(slack, client, bot, sc)
-    approved = await cli(
-        shell(ready_db_url, "finance-desk"), "approve", opened.credit_note_id or "", "--as", ALICE
-    )
+    approved = await cli(shell(ready_db_url), "approve", opened.credit_note_id or "", "--as", ALICE)
     assert approved.returncode == 0, approved.stderr
     assert "· waiting for approval" in card_status(slack, opened)
     # Recovery is off: the outbox alone brings the card up to date.

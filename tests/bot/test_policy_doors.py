@@ -1,6 +1,6 @@
 """Who decides, and from where: the bot's start writes the stored policy (audited); CLI votes are judged by
 that stored policy whatever the shell's environment says, and refused unless it opens the CLI's door; every
-vote records its door (slack:<team id> or cli:<os user>), and a CLI vote says so on the card."""
+vote records its door (slack:<team id> or cli:<os account>), and a CLI vote says so on the card."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from sqlalchemy import select
 
 from agent.configuration import Configuration
 from approvals.config import ApprovalSettings
+from approvals.identity import os_account
 from bot.cards import APPROVE_ACTION_ID
 from bot.server import RunningBot, running_bot
 from bot.slack_testing import SignedClient, SlackRecorder
@@ -32,14 +33,17 @@ from tests.bot.helpers import (
 from tests.cli import Done, billsleuth_async
 
 ALICE, BOB, _ = FINANCE
+ME = os_account()  # who runs this test's CLI commands: cli:<ME> on their votes
 OPTIONS: dict[str, Any] = dict(
     configuration=Configuration(investigator="offline"), recover=False, expiry_interval=None
 )
 
 
-def shell(db_url: str, os_user: str, **variables: str) -> dict[str, str]:
+def shell(db_url: str, **variables: str) -> dict[str, str]:
+    """A shell's environment: this database, these settings. Who runs it is the process's real OS account
+    (ME), whatever LOGNAME says."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "BILLSLEUTH_", "SLACK_"))}
-    env.update(DATABASE_URL=db_url, LOGNAME=os_user, USER=os_user, BILLSLEUTH_INVESTIGATOR="offline")
+    env.update(DATABASE_URL=db_url, BILLSLEUTH_INVESTIGATOR="offline")
     return {**env, **variables}
 
 
@@ -112,7 +116,7 @@ async def test_a_cli_vote_under_a_stale_environment_is_judged_by_the_stored_poli
         note_id = opened.credit_note_id or ""
         # This shell's environment adds an outsider to the approvers: the stored list holds, and it warns.
         stale = shell(
-            ready_db_url, "finance-desk", BILLSLEUTH_APPROVERS=",".join([*FINANCE, OUTSIDER]),
+            ready_db_url, BILLSLEUTH_APPROVERS=",".join([*FINANCE, OUTSIDER]),
             BILLSLEUTH_CLI_DECISIONS="on",
         )  # fmt: skip
         outsider = await cli(stale, "approve", note_id, "--as", OUTSIDER)
@@ -124,9 +128,9 @@ async def test_a_cli_vote_under_a_stale_environment_is_judged_by_the_stored_poli
         approved = await cli(stale, "approve", note_id, "--as", ALICE, "--json")
         assert approved.returncode == 0, approved.stderr
         assert json.loads(approved.stdout)["status"] == "issued"
-        assert await sources(bot, note_id) == [(ALICE, "cli:finance-desk")]
+        assert await sources(bot, note_id) == [(ALICE, f"cli:{ME}")]
         # The bot's outbox brings a change made elsewhere to the card.
-        await slack.wait_until(lambda: "via CLI by finance-desk" in all_text(card_of(slack, opened).blocks))
+        await slack.wait_until(lambda: f"via CLI by {ME}" in all_text(card_of(slack, opened).blocks))
 
 
 async def test_cli_decisions_are_refused_unless_the_stored_policy_opens_the_door(
@@ -136,9 +140,7 @@ async def test_cli_decisions_are_refused_unless_the_stored_policy_opens_the_door
     opened = await open_case(slack, client, bot, sc)
     note_id = opened.credit_note_id or ""
     # The bot started with the door shut (the default); a shell that says "on" cannot open it.
-    says_on = shell(
-        ready_db_url, "finance-desk", BILLSLEUTH_APPROVERS=",".join(FINANCE), BILLSLEUTH_CLI_DECISIONS="on"
-    )
+    says_on = shell(ready_db_url, BILLSLEUTH_APPROVERS=",".join(FINANCE), BILLSLEUTH_CLI_DECISIONS="on")
     for args in (("approve", note_id, "--as", ALICE), ("reject", note_id, "--as", ALICE, "-m", "no")):
         refused = await cli(says_on, *args)
         assert refused.returncode != 0
@@ -146,7 +148,7 @@ async def test_cli_decisions_are_refused_unless_the_stored_policy_opens_the_door
     assert await sources(bot, note_id) == []
     refusals = activity(ready_db_url, "approval.refused")
     assert [r["rule"] for r in refusals] == ["cli_decisions_off", "cli_decisions_off"]
-    assert {r["source"] for r in refusals} == {"cli:finance-desk"}
+    assert {r["source"] for r in refusals} == {f"cli:{ME}"}
     # The same person in Slack decides as always; the vote records the workspace it came from.
     card = snapshot(card_of(slack, opened))
     assert (
