@@ -31,7 +31,15 @@ from agent.state import (
 )
 from approvals import activity, cancelling, decisions, expiry, issuing, policy_store, queries
 from approvals.config import ApprovalSettings
-from approvals.models import NO_MONEY, ApprovalRefused, CreditNoteView, DecisionOutcome, NoteStatus, Rule
+from approvals.models import (
+    CLI_SOURCE,
+    NO_MONEY,
+    ApprovalRefused,
+    CreditNoteView,
+    DecisionOutcome,
+    NoteStatus,
+    Rule,
+)
 from engine import schema
 from engine.db import autocommit, create_engine, reading
 from engine.logcontext import bind
@@ -52,6 +60,12 @@ POOL_CONNECTIONS = 15
 
 
 RESUBMITTED = "case.resubmitted"  # activity: the requester answered the approver's question
+# An outbox change (migration 0006's table): a case was opened from the CLI in a Slack user's name; the
+# bot tells that user by DM. Written in the transaction that records the case, so it is never lost.
+OPENED_FROM_CLI = "case.opened_from_cli"
+_TELL_REQUESTER = text("SELECT outbox_add('case', :case_id, :case_id, :change)").bindparams(
+    change=OPENED_FROM_CLI
+)
 NOTE_LESS = (CaseStatus.EXPLAINED, CaseStatus.NEEDS_CUSTOMER)  # statuses whose case JSON shows no note
 
 
@@ -129,7 +143,8 @@ class CaseService:
         """Record a new case on the caller's connection and return its id: `queued` until an
         investigation slot runs it. Written in the transaction that claims the request (a Slack event),
         so a claimed request always has its case, and recovery finds it whatever stops the process.
-        `opened_from`: `cli:<os user>` for a case opened from the CLI (that OS user may not decide it).
+        `opened_from`: `cli:<os account>` for a case opened from the CLI (that OS account may not decide
+        it, and the requester is told through the outbox), or the Slack user who opened a linked case.
         `linked_from`: the case whose audit found the overcharge this one is opened for. `case_id`: one
         taken earlier with `new_case_id` on the same transaction (default: the next one)."""
         question = question.strip()
@@ -155,6 +170,8 @@ class CaseService:
             details["found_by"] = found_by
         if linked_from:
             details["linked_from"] = linked_from
+        if opened_from and opened_from.startswith(CLI_SOURCE):
+            await conn.execute(_TELL_REQUESTER, {"case_id": case_id})
         await activity.record(conn, "user", requester, "case.opened", "case", case_id, details)
         return case_id
 
@@ -300,7 +317,7 @@ class CaseService:
         resume_as: str | None = None,
     ) -> tuple[DecisionOutcome, dict[str, Any]]:
         """Claim the decision in the database first (compare-and-set), then resume the paused graph.
-        `source`: where the vote came from, `slack:<team id>` or `cli:<os user>` (approvals.source).
+        `source`: where the vote came from, `slack:<team id>` or `cli:<os account>` (approvals.source).
         `resume_as`: what the graph hears, when it is more than the vote (a reject that requests changes)."""
         note = await queries.get_credit_note(self.engine, credit_note_id)
         if note.case_id is None:
@@ -811,6 +828,7 @@ def case_json(
         "credit_note": note.summary() if note and row.status not in NOTE_LESS else None,
         "reply": row.reply,
         "escalation_reason": row.escalation_reason,
+        "requester": row.requester,  # who asked: a Slack id (from the CLI, --as names it)
         "other_findings": [
             {key: other[key] for key in ("invoice_id", "root_cause", "overcharge")}
             for other in (findings or {}).get("other_findings", [])

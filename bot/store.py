@@ -252,6 +252,11 @@ async def mark_drawn(conn: AsyncConnection, case_id: str, state: str) -> None:
     await conn.execute(_MARK_DRAWN, {"case": case_id, "state": state})
 
 
+def told_requester_key(case_id: str) -> str:
+    """The claim that tells a case's requester once that it was opened in their name from the CLI."""
+    return f"told-requester:{case_id}"
+
+
 def reply_key(case_id: str, status: str) -> str:
     """The claim that makes a settled case's customer reply go out once."""
     return f"reply:{case_id}:{status}"
@@ -414,12 +419,23 @@ async def case_waiting_in_thread(engine: AsyncEngine, channel: str, thread_ts: s
 
 
 async def requesters_of(engine: AsyncEngine, case_ids: list[str]) -> set[str]:
-    """Who asked for these cases (Slack ids, or cli:<os user>)."""
+    """Who asked for these cases (Slack ids, or cli:<os account>)."""
     if not case_ids:
         return set()
     cases = schema.cases.c
     async with reading(engine) as conn:
         return set((await conn.execute(select(cases.requester).where(cases.id.in_(case_ids)))).scalars())
+
+
+async def openers_of(engine: AsyncEngine, case_id: str) -> set[str]:
+    """Who opened the case: its requester, and `opened_from` when set (a linked case's clicker, or
+    cli:<os account>). None of them may decide its note."""
+    cases = schema.cases.c
+    async with reading(engine) as conn:
+        row = (
+            await conn.execute(select(cases.requester, cases.opened_from).where(cases.id == case_id))
+        ).first()
+    return {who for who in row or () if who}
 
 
 # ---- locks ----------------------------------------------------------------------------------------------

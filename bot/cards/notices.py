@@ -1,16 +1,18 @@
-"""Short messages: refusals and "nothing changed" notes (ephemeral, to the clicking user only), and the
+"""Short messages: refusals and "nothing changed" notes (ephemeral, to the clicking user only), the
 customer reply posted in the case thread once a credit note is settled (issued, rejected, expired or
-cancelled)."""
+cancelled), and direct messages (finance told of the model budget, a requester told a case was opened in
+their name from the CLI)."""
 
 from __future__ import annotations
 
 from typing import Literal
 
-from bot.cards.blocks import context, escape, quoted_code, section
+from bot.cards.blocks import context, escape, quote, quoted_code, section
 from bot.cards.limits import CARD_BLOCKS_JSON_BUDGET, check_blocks, truncate
 from bot.cards.models import Message, Refusal
 
 MAX_REPLY = 2800
+MAX_QUOTED_WORDS = 1000  # the complaint as the requester's DM quotes it
 
 
 def refusal_message(refusal: Refusal) -> Message:
@@ -85,3 +87,26 @@ def model_budget_message(month: str, threshold: int, limit: str, spent: str) -> 
     check_blocks(blocks, "message", CARD_BLOCKS_JSON_BUDGET)
     kind = "spent" if threshold >= 100 else f"{threshold}% used"
     return Message(text=f"Model budget for {month}: {kind} ({spent} of {limit})", blocks=blocks)
+
+
+def opened_in_your_name_message(
+    case_id: str, customer_id: str | None, os_account: str, words: str
+) -> Message:
+    """To the requester named by `case open --as`, by DM: someone at a shell opened a case in their name.
+    They decide nothing on it; if they did not ask for it, they are the first to know."""
+    head = (
+        f":information_source: A case was opened in your name from the CLI by {escape(os_account)}: "
+        f"`{escape(case_id)}`, customer {escape(customer_id or 'not named yet')}."
+    )
+    blocks = [
+        section("opened_in_your_name", head + "\n" + quote(words, MAX_QUOTED_WORDS)),
+        context(
+            "opened_in_your_name_hint",
+            "As its requester you cannot approve, reject or cancel its credit note. "
+            "If you did not ask for it, tell finance.",
+        ),
+    ]
+    check_blocks(blocks, "message", CARD_BLOCKS_JSON_BUDGET)
+    return Message(
+        text=f"A case was opened in your name from the CLI by {escape(os_account)}: {case_id}", blocks=blocks
+    )

@@ -17,8 +17,9 @@ from agent import budget
 from agent.cases import CaseNotFound
 from agent.costs import usd_display
 from approvals import queries
+from approvals.config import is_slack_user_id
+from approvals.models import CLI_SOURCE, NoteStatus
 from approvals.models import CreditNoteView as Note
-from approvals.models import NoteStatus
 from bot import store
 from bot.cards.approver_notices import (
     approver_notice_message,
@@ -26,7 +27,7 @@ from bot.cards.approver_notices import (
     approver_reminder_message,
 )
 from bot.cards.models import ApproverNoticeView, Message
-from bot.cards.notices import model_budget_message
+from bot.cards.notices import model_budget_message, opened_in_your_name_message
 from bot.presenters.approver_notices import approver_notice_view
 from bot.runtime import BotRuntime
 
@@ -42,6 +43,26 @@ async def tell_approvers(runtime: BotRuntime, case_id: str) -> None:
         await _post_once(runtime, note, store.NoticeKind.NOTICE)
     else:
         await _update_decided(runtime, note)
+
+
+async def tell_requester(runtime: BotRuntime, case_id: str) -> bool:
+    """A case opened from the CLI names its requester with --as: tell that Slack user by DM, once, that
+    an OS account opened a case in their name (they may not have asked). True when this call posted it."""
+    try:
+        row = await runtime.service.case_row(case_id)
+    except CaseNotFound:  # a reseed erased it
+        return False
+    opened_from = row.opened_from or ""
+    if not opened_from.startswith(CLI_SOURCE) or not is_slack_user_id(row.requester):
+        return False
+    message = opened_in_your_name_message(
+        case_id, row.customer_id, opened_from[len(CLI_SOURCE) :], row.question
+    )
+    # A failed post gives the claim back, and the outbox keeps the change: the next round retries.
+    async with store.claimed_while(runtime.engine, store.told_requester_key(case_id), case_id) as mine:
+        if mine:
+            await runtime.client.chat_postMessage(channel=row.requester, **message.as_kwargs())
+    return mine
 
 
 async def remind_approvers(runtime: BotRuntime) -> list[str]:
@@ -118,10 +139,12 @@ async def _update_decided(runtime: BotRuntime, note: Note) -> None:
 
 
 async def _can_still_vote(runtime: BotRuntime, note: Note) -> tuple[str, ...]:
-    """Approvers on the stored list who have not voted and did not ask for the case themselves."""
+    """Approvers on the stored list who have not voted and did not open the case themselves: neither
+    its requester (whichever door: a mention, the CLI's --as) nor whoever opened it on the requester's
+    behalf (a linked case's clicker). Neither may decide it, so neither is asked to."""
     voted = {*note.approvers, note.rejected_by}
-    asked = await store.requesters_of(runtime.engine, [note.case_id] if note.case_id else [])
-    return tuple(sorted(runtime.approval_settings.approvers - voted - asked))
+    openers = await store.openers_of(runtime.engine, note.case_id) if note.case_id else set()
+    return tuple(sorted(runtime.approval_settings.approvers - voted - openers))
 
 
 async def _view(runtime: BotRuntime, note: Note, waiting_for: tuple[str, ...]) -> ApproverNoticeView:

@@ -1,4 +1,5 @@
-"""Telling one person something only they should see: an ephemeral message in the channel they acted in."""
+"""Telling one person something only they should see: an ephemeral message in the channel they acted in
+(or their direct message with the app, where there is no such channel)."""
 
 from __future__ import annotations
 
@@ -29,9 +30,13 @@ async def tell(
     credit_note_id: str | None = None,
 ) -> bool:
     """An ephemeral message for one person, in the channel they clicked in — or, for a click in App
-    Home, in the channel of the note's card. False when there is nowhere to say it."""
+    Home, in the channel of the note's card; a note with no card (its case was opened from the CLI) has
+    the person's direct message with the app, which only they read. False when there is nowhere to say it."""
     if not channel and credit_note_id:
         channel, thread_ts = await _card_channel(runtime, credit_note_id)
+        if not channel:
+            await runtime.client.chat_postMessage(channel=user_id, **message.as_kwargs())
+            return True
     if not channel:
         log.warning("no channel to tell %s: %s", user_id, message.text)
         return False

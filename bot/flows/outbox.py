@@ -20,10 +20,11 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 from sqlalchemy import text
 
+from agent.cases import OPENED_FROM_CLI
 from agent.state import UNFINISHED
 from bot import store
 from bot.flows.home import publish_home
-from bot.flows.notices import remind_approvers, tell_approvers, tell_finance_of_budget
+from bot.flows.notices import remind_approvers, tell_approvers, tell_finance_of_budget, tell_requester
 from bot.flows.show import redraw_if_behind
 from bot.runtime import BotRuntime
 from engine.db import libpq_url_of
@@ -54,6 +55,12 @@ async def deliver_changes(runtime: BotRuntime) -> list[str]:
 async def _deliver(runtime: BotRuntime, changes: list[store.Change]) -> set[str]:
     """Redraw the changed cases and refresh Home; returns the cases whose redraw failed."""
     failed: set[str] = set()
+    for case_id in _cases_of([c for c in changes if c.change == OPENED_FROM_CLI]):
+        try:
+            await tell_requester(runtime, case_id)
+        except Exception:
+            log.exception("could not tell the requester of case %s; trying again later", case_id)
+            failed.add(case_id)
     for case_id in _cases_of(_showing_something(changes)):
         try:
             async with _delivering(runtime, case_id):
@@ -93,8 +100,9 @@ async def _refresh_homes(runtime: BotRuntime, case_ids: Iterable[str]) -> None:
 
 # A case queued or taken up shows nothing new on its card or to the approvers: the run that took it draws
 # its progress and result, and how it ends (its status, its note) comes as a change of its own. App Home
-# still shows the new status (its requester's open cases).
-_NOTHING_TO_DRAW = frozenset(f"case.{status}" for status in UNFINISHED)
+# still shows the new status (its requester's open cases). A case opened from the CLI tells its requester
+# (above) and has no card yet.
+_NOTHING_TO_DRAW = frozenset({*(f"case.{status}" for status in UNFINISHED), OPENED_FROM_CLI})
 
 
 def _showing_something(changes: list[store.Change]) -> list[store.Change]:

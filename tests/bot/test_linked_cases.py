@@ -13,6 +13,7 @@ from bot.cards.ids import OPEN_LINKED_CASE_ACTION_ID
 from bot.server import RunningBot
 from bot.slack_testing import SignedClient, SlackRecorder, StoredMessage
 from bot.slack_testing import payloads as p
+from bot.slack_testing.recorder import dm_channel
 from engine import schema
 from tests.bot.helpers import (
     CARD_BUTTONS,
@@ -59,6 +60,11 @@ async def cases_linked_from(bot: RunningBot, case_id: str) -> list[dict]:
     async with bot.runtime.engine.connect() as conn:
         rows = await conn.execute(select(schema.cases).where(c.linked_from == case_id))
         return [dict(r._mapping) for r in rows]
+
+
+def notified(slack: SlackRecorder, user: str, credit_note_id: str) -> bool:
+    """Whether `user` got a direct message (an approver notice) about the note."""
+    return any(credit_note_id in all_text(m.blocks) for m in slack.messages(dm_channel(user)))
 
 
 async def original_case_id(bot: RunningBot, card: StoredMessage) -> str:
@@ -153,13 +159,18 @@ async def test_whoever_opened_the_linked_case_cannot_approve_its_note_and_is_on_
     slack: SlackRecorder, bot: RunningBot, client: SignedClient
 ) -> None:
     """The requester stays the original case's, but the approver who clicked `Open a case` opened this one:
-    they may not also approve its credit note, and the history says they opened it."""
+    they may not also approve its credit note, are not asked to by an approver notice, and the history says
+    they opened it."""
     _, thread, card = await mention_two_faults(slack, bot, client)
     case_id = await original_case_id(bot, card)
     click = p.click(snapshot(card), user=CLICKER, channel=CHANNEL, action_id=OPEN_LINKED_CASE_ACTION_ID)
     assert (await client.send(click)).status == 200
     await bot.settled()
     (linked,) = await cases_linked_from(bot, case_id)
+    linked_note = (await bot.runtime.service.show_case(linked["id"]))["credit_note"]["id"]
+    await slack.wait_until(lambda: all(notified(slack, a, linked_note) for a in FINANCE[:2]))
+    await bot.settled()
+    assert not notified(slack, CLICKER, linked_note)
     _, second = bot_replies(slack, CHANNEL, thread)
     vote = p.click(snapshot(second), user=CLICKER, channel=CHANNEL, action_id=APPROVE_ACTION_ID)
     assert (await client.send(vote)).status == 200
