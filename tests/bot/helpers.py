@@ -30,6 +30,9 @@ from bot.slack_testing.processes import free_port
 from engine import schema
 
 SECRET = "0f5c1e0b7d2a4c6e8a9b1d3f5e7c9a0b"
+# Slack waits this long for an ack, then retries the event or shows the user an error. Tests hold acks to
+# it; that an ack does not wait for the listener is shown without a clock (tests/test_slack_app.py).
+SLACK_ACK_LIMIT = 3.0
 CHANNEL = "C0BILLING"
 SUPPORT = "U0SUPPORT1"  # opens cases
 FINANCE = ("U0FIN0001", "U0FIN0002", "U0FIN0003")  # on BILLSLEUTH_APPROVERS

@@ -28,6 +28,7 @@ from tests.bot.helpers import (
     CHANNEL,
     FINANCE,
     OUTSIDER,
+    SLACK_ACK_LIMIT,
     SUPPORT,
     all_text,
     assert_valid_blocks,
@@ -49,7 +50,7 @@ async def slash(
     before = len(slack.calls("response_url"))
     payload = p.slash_command(words, user=user, channel=CHANNEL, response_url=slack.response_url())
     answer = await client.send(payload)
-    assert answer.status == 200 and answer.elapsed < 1.0
+    assert answer.status == 200 and answer.elapsed < SLACK_ACK_LIMIT
     await bot.settled()
     responses = [c.args for c in slack.calls("response_url")[before:]]
     return (answer.json() if answer.body else None), responses
