@@ -21,10 +21,10 @@ import socket
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 
 from agent.tools import READ_TOOLS, ToolSpec, call_tool_for_customer
-from engine.settings import EnvSettings
+from engine.settings import EnvSettings, SettingsError
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -40,8 +40,24 @@ PATH = "/mcp"
 UNKNOWN_CLIENT = "unknown"
 
 
+# A bearer token is the only thing between the port and the ledger: short ones can be guessed or typed by
+# hand (a password, a word); 32 characters is what `openssl rand -hex 16` gives at the least.
+MIN_TOKEN_LENGTH = 32
+
+
 class McpSettings(EnvSettings):
     token: SecretStr | None = Field(None, validation_alias=TOKEN)
+
+    @field_validator("token", mode="before")
+    @classmethod
+    def _long_enough(cls, value: object) -> object:
+        text = value.get_secret_value() if isinstance(value, SecretStr) else value
+        if isinstance(text, str) and text.strip() and len(text.strip()) < MIN_TOKEN_LENGTH:
+            raise SettingsError(
+                f"{TOKEN} must be at least {MIN_TOKEN_LENGTH} characters, it has {len(text.strip())} "
+                "(make one with: openssl rand -hex 32)"
+            )
+        return value
 
 
 class NoToken(Exception):

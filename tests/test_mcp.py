@@ -33,7 +33,7 @@ from tests.cli import billsleuth
 BILLSLEUTH = Path(sys.executable).with_name("billsleuth")
 CUSTOMER, INVOICE, OVERCHARGE = "C-0001", "INV-0001-05", "174.90"  # scenario S001
 OTHERS_INVOICE = "INV-0002-03"  # C-0002's (scenario S002)
-TOKEN = "s3cret-token-for-tests"
+TOKEN = "s3cret-token-for-tests-0123456789abcdef"  # 32 characters at least, as the server requires
 CLIENT = "acme-support-assistant"
 
 
@@ -260,6 +260,23 @@ def test_http_without_a_token_refuses_to_start_in_one_line(seeded_db_url: str) -
             "(not set)"
         ]
         assert done.stdout == ""
+
+
+def test_a_token_shorter_than_32_characters_refuses_to_start_in_one_line(seeded_db_url: str) -> None:
+    done = subprocess.run(
+        [str(BILLSLEUTH), "mcp", "--http"],
+        env=server_env(seeded_db_url, BILLSLEUTH_MCP_TOKEN="t" * 31),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "billsleuth: error: BILLSLEUTH_MCP_TOKEN must be at least 32 characters, it has 31 "
+        "(make one with: openssl rand -hex 32)"
+    ]
+    assert done.stdout == ""
+    assert "t" * 31 not in done.stderr
 
 
 def test_http_on_a_port_in_use_refuses_in_one_line(seeded_db_url: str) -> None:
