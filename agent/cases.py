@@ -579,7 +579,11 @@ class CaseService:
         """Resume every case still waiting whose credit note was decided or expired meanwhile (by a sweep,
         by a vote that found it overdue, or by a process that stopped before resuming), and — with
         `release_held` — those whose approved note the daily credit limit held back and now has room for.
-        Oldest first, so a held note is not overtaken by newer ones when the day's room is scarce."""
+        Oldest first, so a held note is not overtaken by newer ones when the day's room is scarce.
+
+        The stored policy is read first: another process may have lowered the daily limit since this one
+        last looked, and a held note must leave (or not) by the limit in force, not a remembered one."""
+        await self.settings_in_force()
         async with reading(self.engine) as conn:
             waiting = list((await conn.execute(_WAITING_ON_A_DECIDED_NOTE)).scalars())
         settled = []

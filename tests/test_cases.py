@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from sqlalchemy import event, func, select, text
 
-from agent.cases import CaseService, case_service
+from agent.cases import BOT_START, CaseService, case_service
 from agent.configuration import Configuration
 from agent.prompts import rejected_reply
 from approvals.config import ApprovalSettings
@@ -264,6 +264,32 @@ async def test_the_sweep_cancels_a_note_held_longer_than_the_hold_limit(seeded_d
             schema.activity_log.c.actor_type == "system",
         )
         assert rows == 1
+
+
+async def test_the_sweep_issues_a_held_note_by_the_stored_policy_not_the_one_it_started_with(
+    seeded_db_url: str,
+) -> None:
+    earlier, held_back = scenario("timezone_change_date"), scenario("cancel_not_respected")  # 26.02, 174.90
+    offline = Configuration(investigator="offline")
+    async with case_service(seeded_db_url, offline, settings(limit="190.00"), policy=BOT_START) as bot:
+        first = await open_and_approve(bot, earlier)
+        case = await open_and_approve(bot, held_back)  # 26.02 + 174.90 > 190.00: held
+        assert case["status"] == "awaiting_approval" and case["credit_note"]["status"] == "approved"
+        # Another process lowers the daily limit (a narrowing applies at once) ...
+        async with case_service(seeded_db_url, offline, settings(limit="100.00"), policy=BOT_START):
+            pass
+        # ... and the UTC day turns over: under the 190.00 this bot started with there is room again.
+        async with bot.engine.begin() as conn:
+            await conn.execute(
+                schema.credit_notes.update()
+                .where(schema.credit_notes.c.id == first["credit_note"]["id"])
+                .values(issued_at=schema.credit_notes.c.issued_at - timedelta(days=1))
+            )
+        await bot.sweep()
+        final = await bot.show_case(case["case_id"])
+    # 174.90 does not fit a day under the stored 100.00: it must not leave.
+    assert final["credit_note"]["status"] == "approved"
+    assert final["status"] == "escalated" and "daily_credit_limit" in final["escalation_reason"]
 
 
 async def open_and_approve(service: CaseService, sc: dict[str, Any]) -> dict[str, Any]:
