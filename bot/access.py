@@ -13,6 +13,11 @@ import hashlib
 NOT_ALLOWED_TO_READ = (
     "credit notes are shown only to approvers (BILLSLEUTH_APPROVERS) and support staff (BILLSLEUTH_SUPPORT)"
 )
+# What the bot's start and `doctor` say while BILLSLEUTH_SUPPORT is empty (DESIGN §3: the default).
+OPEN_TO_EVERYONE = (
+    "BILLSLEUTH_SUPPORT is empty: any member of the workspace can open cases and see their cards"
+)
+SET_SUPPORT = "set BILLSLEUTH_SUPPORT=U0SUPPORT1,U0SUPPORT2 (support staff's Slack member IDs)"
 NOT_ALLOWED_TO_OPEN = (
     "sorry, only support staff (BILLSLEUTH_SUPPORT) and approvers can open billing cases here; "
     "please ask someone in support to open this one"

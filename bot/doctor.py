@@ -300,18 +300,28 @@ async def check_approvers() -> list[Check]:
     except SettingsError as error:
         return [Check("approvers", "fail", str(error))]
     if not settings.approvers:
-        return [
-            Check("approvers", "warn", "nobody can approve", "set BILLSLEUTH_APPROVERS=U012AB3CD,U045EF6GH")
-        ]
-    return [
-        Check(
+        approvers = Check(
+            "approvers", "warn", "nobody can approve", "set BILLSLEUTH_APPROVERS=U012AB3CD,U045EF6GH"
+        )
+    else:
+        approvers = Check(
             "approvers",
             "ok",
             f"{len(settings.approvers)} finance user(s); two approvers from {settings.two_person_threshold}, "
             f"daily limit {settings.describe_daily_limit()}, "
             f"drafts expire after {settings.approval_ttl_hours} h",
         )
-    ]
+    return [approvers, _support_check(settings.support)]
+
+
+def _support_check(support: frozenset[str]) -> Check:
+    from bot.access import OPEN_TO_EVERYONE, SET_SUPPORT
+
+    if not support:
+        return Check("support", "warn", OPEN_TO_EVERYONE, SET_SUPPORT)
+    return Check(
+        "support", "ok", f"{len(support)} support member(s) and the approvers open cases and read notes"
+    )
 
 
 async def check_logs() -> list[Check]:

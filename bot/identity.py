@@ -103,6 +103,56 @@ def foreign_reason(
     return None
 
 
+def _org_of_team(body: Mapping[str, Any]) -> dict[str, str]:
+    """Workspace → org, as the payload pairs them: the envelope's (`team_id` with `enterprise_id`, and
+    `context_team_id` with `context_enterprise_id`), and an interactive payload's `team` with its org."""
+    pairs: dict[str, str] = {}
+    team, enterprise = body.get("team"), body.get("enterprise")
+    for team_id, org in (
+        (body.get("team_id"), body.get("enterprise_id")),
+        (body.get("context_team_id"), body.get("context_enterprise_id")),
+        (_field(team, "id"), _field(team, "enterprise_id") or _field(enterprise, "id")),
+    ):
+        if isinstance(team_id, str) and team_id and isinstance(org, str) and org:
+            pairs[team_id] = org
+    return pairs
+
+
+def actor_teams(body: Mapping[str, Any]) -> set[str]:
+    """Every team or org the payload says its actor belongs to. Slack Connect puts a member of another
+    organisation in our channels, and the envelope may still be our workspace's: only these fields tell.
+    Events: `event.user_team`, `event.source_team`, `event.user_profile.team`, and in a channel shared with
+    other organisations (`is_ext_shared_channel`) `event.team`; interactive payloads: `user.team_id`."""
+    event, user = body.get("event"), body.get("user")
+    teams = _ids(
+        _field(event, "user_team"),
+        _field(event, "source_team"),
+        _field(_field(event, "user_profile"), "team"),
+        _field(user, "team_id"),
+    )
+    if body.get("is_ext_shared_channel") is True:
+        teams |= _ids(_field(event, "team"))
+    return teams
+
+
+def foreign_actor(installation: Installation, body: Mapping[str, Any]) -> str | None:
+    """The team (or org) of an actor who is not one of ours; None when the actor is. Ours: our workspace,
+    our Enterprise Grid org (Slack may name the org itself as the team), or a workspace the payload places
+    in our org. In a channel shared with other organisations an actor whose team Slack does not name at
+    all cannot be told from an outsider, so is one ("unknown")."""
+    teams = actor_teams(body)
+    if not teams:
+        shared = body.get("is_ext_shared_channel") is True and isinstance(body.get("event"), Mapping)
+        return "unknown" if shared and _field(body.get("event"), "user") else None
+    org = installation.enterprise_id
+    orgs = _org_of_team(body)
+    for team in sorted(teams):
+        if team == installation.team_id or (org is not None and (team == org or orgs.get(team) == org)):
+            continue
+        return team
+    return None
+
+
 def payload_kind(body: Mapping[str, Any]) -> str:
     if "command" in body:
         return f"command {body.get('command')}"

@@ -69,6 +69,7 @@ from agent.cases import BOT_START, case_service
 from agent.configuration import Configuration
 from agent.database import ensure_ready
 from approvals.config import ApprovalSettings
+from bot.access import OPEN_TO_EVERYONE, SET_SUPPORT
 from bot.config import SlackConfigError, SlackSettings
 from bot.flows.chores import recover_interrupted, sweep
 from bot.flows.digest import (
@@ -78,7 +79,7 @@ from bot.flows.digest import (
 )
 from bot.flows.outbox import DEFAULT_POLL_SECONDS, watch_outbox
 from bot.flows.seals import seal_when_due
-from bot.identity import foreign_reason, record_foreign
+from bot.identity import foreign_actor, foreign_reason, record_foreign
 from bot.listeners import register_listeners
 from bot.runtime import (
     DEFAULT_MAX_INVESTIGATIONS,
@@ -348,6 +349,8 @@ async def open_runtime(
     async with case_service(
         database_url, configuration, approval_settings, policy=BOT_START, actor="bot"
     ) as service:
+        if not service.approval_settings.support:
+            log.warning("%s; %s", OPEN_TO_EVERYONE, SET_SUPPORT)
         # The bot runs graphs from its first mention on: compile now, not in that mention's time; and load
         # the language model (about a second) beside the loop, not on it during the first mention.
         await service.graph.compiled()
@@ -372,12 +375,16 @@ def build_app(runtime: BotRuntime) -> BillSleuthApp:
     async def only_the_installed_workspace(
         context: AsyncBoltContext, body: dict[str, Any], next_: Callable[[], Awaitable[None]]
     ) -> BoltResponse | None:
-        why = foreign_reason(await runtime.installation(), body, context.team_id, context.enterprise_id)
+        installation = await runtime.installation()
+        why = foreign_reason(installation, body, context.team_id, context.enterprise_id)
+        team = context.team_id
+        if why is None and (outsider := foreign_actor(installation, body)) is not None:
+            why, team = f"the actor's team {outsider} is not ours (Slack Connect)", outsider
         if why is None:
             await next_()
             return None
         log.warning("dropped a payload from outside the installed workspace: %s", why)
-        await record_foreign(runtime.engine, body, context.user_id, why, context.team_id)
+        await record_foreign(runtime.engine, body, context.user_id, why, team)
         return BoltResponse(status=200, body="")  # no retry, and no reply of any kind
 
     app.use(provide_runtime)

@@ -46,6 +46,17 @@ async def test_doctor_reports_what_to_fix_and_passes_when_configured(seeded_db_u
         assert wrong_token.returncode == 1 and "auth.test" in wrong_token.stdout
 
 
+def test_doctor_warns_while_anyone_may_open_cases_and_see_their_cards(db_url: str) -> None:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "OPENAI_", "BILLSLEUTH_"))}
+    env = {**base, "DATABASE_URL": db_url, "BILLSLEUTH_APPROVERS": "U0FIN0001"}
+    open_to_all = doctor(env).stdout
+    warning = "BILLSLEUTH_SUPPORT is empty: any member of the workspace can open cases and see their cards"
+    assert f"! support: {warning}" in open_to_all
+    assert "→ set BILLSLEUTH_SUPPORT=U0SUPPORT1,U0SUPPORT2 (support staff's Slack member IDs)" in open_to_all
+    guarded = doctor({**env, "BILLSLEUTH_SUPPORT": "U0SUPPORT1"}).stdout
+    assert "✓ support: 1 support member(s) and the approvers open cases and read notes" in guarded
+
+
 def test_doctor_fails_on_a_broken_activity_chain(db_url: str) -> None:
     import psycopg
 

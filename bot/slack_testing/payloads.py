@@ -9,6 +9,7 @@ plain form.
 from __future__ import annotations
 
 import base64
+import copy
 import hashlib
 import hmac
 import itertools
@@ -39,6 +40,8 @@ class Workspace:
     api_app_id: str = "A0BILLSLTH"
     bot_user_id: str = "U0BILLSLTH"
     bot_id: str = "B0BILLSLTH"
+    enterprise_id: str | None = None  # the Enterprise Grid org the workspace belongs to, if any
+    enterprise_install: bool = False  # installed org-wide (every workspace of the org), not on one
 
 
 DEMO = Workspace()
@@ -115,7 +118,12 @@ def _user(user_id: str, ws: Workspace) -> dict[str, str]:
 
 
 def _team(ws: Workspace) -> dict[str, str]:
-    return {"id": ws.team_id, "domain": ws.team_domain}
+    team = {"id": ws.team_id, "domain": ws.team_domain}
+    return {**team, "enterprise_id": ws.enterprise_id} if ws.enterprise_id else team
+
+
+def _enterprise(ws: Workspace) -> dict[str, str] | None:
+    return {"id": ws.enterprise_id, "name": ws.enterprise_id.lower()} if ws.enterprise_id else None
 
 
 # ---- Events API -------------------------------------------------------------------------------------------
@@ -176,9 +184,11 @@ def event_callback(
 ) -> dict[str, Any]:
     """The Events API envelope around `event` (any type: app_mention, reaction_added, message, …)."""
     channel = event.get("channel") or (event.get("item") or {}).get("channel") or ""
+    org = {"enterprise_id": workspace.enterprise_id} if workspace.enterprise_id else {}
     return {
         "token": "unused-verification-token",
         "team_id": workspace.team_id,
+        **org,
         "api_app_id": workspace.api_app_id,
         "event": dict(event),
         "type": "event_callback",
@@ -186,11 +196,11 @@ def event_callback(
         "event_time": int(float(event.get("event_ts") or time.time())),
         "authorizations": [
             {
-                "enterprise_id": None,
+                "enterprise_id": workspace.enterprise_id,
                 "team_id": workspace.team_id,
                 "user_id": workspace.bot_user_id,
                 "is_bot": True,
-                "is_enterprise_install": False,
+                "is_enterprise_install": workspace.enterprise_install,
             }
         ],
         "is_ext_shared_channel": False,
@@ -301,8 +311,8 @@ def block_actions(
         "container": container,
         "trigger_id": trigger_id or new_trigger_id(),
         "team": _team(workspace),
-        "enterprise": None,
-        "is_enterprise_install": False,
+        "enterprise": _enterprise(workspace),
+        "is_enterprise_install": workspace.enterprise_install,
         "channel": {"id": channel, "name": f"channel-{channel.lower()}"},
         "message": dict(message),
         "state": {"values": {}},
@@ -331,8 +341,8 @@ def view_block_actions(
         "container": {"type": "view", "view_id": view_id},
         "trigger_id": trigger_id or new_trigger_id(),
         "team": _team(workspace),
-        "enterprise": None,
-        "is_enterprise_install": False,
+        "enterprise": _enterprise(workspace),
+        "is_enterprise_install": workspace.enterprise_install,
         "view": {**dict(view), "id": view_id},
         "actions": [clicked],
     }
@@ -410,8 +420,8 @@ def view_submission(
         "trigger_id": new_trigger_id(),
         "view": submitted,
         "response_urls": [],
-        "is_enterprise_install": False,
-        "enterprise": None,
+        "is_enterprise_install": workspace.enterprise_install,
+        "enterprise": _enterprise(workspace),
     }
 
 
@@ -442,8 +452,8 @@ def view_closed(view: Mapping[str, Any], *, user: str, workspace: Workspace = DE
         "token": "unused-verification-token",
         "view": closed,
         "is_cleared": False,
-        "is_enterprise_install": False,
-        "enterprise": None,
+        "is_enterprise_install": workspace.enterprise_install,
+        "enterprise": _enterprise(workspace),
     }
 
 
@@ -461,8 +471,8 @@ def block_suggestion(
         "block_id": block_id,
         "value": value,
         "team": _team(workspace),
-        "enterprise": None,
-        "is_enterprise_install": False,
+        "enterprise": _enterprise(workspace),
+        "is_enterprise_install": workspace.enterprise_install,
     }
 
 
@@ -487,7 +497,8 @@ def slash_command(
         "command": command,
         "text": text,
         "api_app_id": workspace.api_app_id,
-        "is_enterprise_install": "false",
+        **({"enterprise_id": workspace.enterprise_id} if workspace.enterprise_id else {}),
+        "is_enterprise_install": "true" if workspace.enterprise_install else "false",
         "response_url": response_url or fake_response_url(workspace.team_id),
         "trigger_id": new_trigger_id(),
     }
@@ -510,11 +521,35 @@ def message_action(
         "team": _team(workspace),
         "user": {"id": user, "name": user.lower()},
         "channel": {"id": channel, "name": f"channel-{channel.lower()}"},
-        "is_enterprise_install": False,
-        "enterprise": None,
+        "is_enterprise_install": workspace.enterprise_install,
+        "enterprise": _enterprise(workspace),
         "callback_id": callback_id,
         "trigger_id": new_trigger_id(),
         "message_ts": message["ts"],
         "message": {"type": "message", "team": workspace.team_id, **dict(message)},
         "response_url": response_url or fake_response_url(workspace.team_id),
     }
+
+
+# ---- Slack Connect ----------------------------------------------------------------------------------------
+
+
+def in_shared_channel(payload: Mapping[str, Any], *, user_team: str) -> dict[str, Any]:
+    """`payload` as Slack sends it when its actor acts in a Slack Connect channel (one shared with other
+    organisations) and belongs to `user_team` (a workspace `T…`, or an Enterprise Grid org `E…`). The
+    envelope stays the installed workspace's (its team_id and authorizations); the actor's own team is
+    where Slack names it: for events `is_ext_shared_channel: true` and the event's `user_team`,
+    `source_team`, `team` and `user_profile.team` (as in Slack's message and app_mention events of shared
+    channels); for interactive payloads `user.team_id`."""
+    shared = copy.deepcopy(dict(payload))
+    event = shared.get("event")
+    if shared.get("type") == "event_callback" and isinstance(event, dict):
+        shared["is_ext_shared_channel"] = True
+        name = str(event.get("user") or "someone").lower()
+        event.update(user_team=user_team, source_team=user_team, team=user_team)
+        event["user_profile"] = {"name": name, "real_name": name, "display_name": name, "team": user_team}
+    elif isinstance(shared.get("user"), dict):
+        shared["user"] = {**shared["user"], "team_id": user_team}
+    else:
+        raise ValueError("Slack Connect shapes are for events and interactive payloads")
+    return shared

@@ -474,7 +474,8 @@ class SlackRecorder:
             "user_id": ws.bot_user_id,
             "bot_id": ws.bot_id,
             "app_id": ws.api_app_id,
-            "is_enterprise_install": False,
+            **({"enterprise_id": ws.enterprise_id} if ws.enterprise_id else {}),
+            "is_enterprise_install": ws.enterprise_install,
         }
 
     async def _chat_post_message(self, args: dict[str, Any]) -> dict[str, Any]:

@@ -3,6 +3,8 @@ app over HTTP with signed payloads (issue 12, items 3–6)."""
 
 from __future__ import annotations
 
+import logging
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -34,6 +36,7 @@ from tests.bot.helpers import (
     count,
     first_scenario,
     mention,
+    offline_bot,
     open_case,
     outbox_delivered,
     snapshot,
@@ -164,6 +167,122 @@ async def test_mentions_and_commands_from_another_workspace_open_nothing(
     assert await count(bot, schema.cases) == 0
     assert slack.calls("chat.postMessage") == [] and slack.ephemerals() == []
     assert (await activity_actions(bot)).count("foreign_workspace") == 2
+
+
+# ---- one organisation: Slack Connect (issue 25, item 7) ---------------------------------------------------
+
+PARTNER = "U0PARTNER1"  # a member of another organisation, in a Slack Connect channel with us
+PARTNER_TEAM = "T0PARTNER1"
+GRID = p.Workspace(enterprise_id="E0BILLSLTH", enterprise_install=True)  # installed org-wide on a Grid
+SISTER = p.Workspace(
+    team_id="T0SISTER01", team_domain="sister", enterprise_id="E0BILLSLTH", enterprise_install=True
+)
+
+
+async def foreign_teams(bot: RunningBot) -> list[str]:
+    """The team each dropped payload's activity row names, in order."""
+    log = schema.activity_log.c
+    async with bot.runtime.engine.connect() as conn:
+        rows = await conn.execute(
+            select(log.entity_id).where(log.action == "foreign_workspace").order_by(log.id)
+        )
+        return list(rows.scalars())
+
+
+async def test_a_member_of_another_org_in_a_shared_channel_opens_nothing_and_hears_nothing(
+    slack: SlackRecorder, bot: RunningBot, client: SignedClient
+) -> None:
+    sc = first_scenario(action="credit_note", single_approver=True)
+    words = f"{sc['customer_id']} {sc['question']}"
+    typed = slack.post_user_message(CHANNEL, p.mention_text(words), user=PARTNER)
+    mentioned = p.app_mention(typed.text, user=PARTNER, channel=CHANNEL, ts=typed.ts)
+    forwarded = slack.post_user_message(CHANNEL, f"{sc['customer_id']}: {sc['question']}", user="U0CUSTOMER")
+    shortcut = p.message_action(forwarded.to_slack(), user=PARTNER, channel=CHANNEL)
+    calls_before = len(slack.calls())
+    for payload in (mentioned, shortcut):
+        assert (await client.send(p.in_shared_channel(payload, user_team=PARTNER_TEAM))).status == 200
+    await bot.settled()
+    assert await count(bot, schema.cases) == 0
+    # No reply, no modal, no ephemeral: nothing but the bot asking Slack who it is itself (auth.test).
+    assert [c.method for c in slack.calls()[calls_before:]] == ["auth.test"]
+    assert await foreign_teams(bot) == [PARTNER_TEAM, PARTNER_TEAM]
+
+
+async def test_a_member_of_another_org_decides_nothing_even_on_the_allowlist(
+    ready_db_url: str, slack: SlackRecorder
+) -> None:
+    # Someone put a partner's id on BILLSLEUTH_APPROVERS: the click still comes from another organisation.
+    policy = ApprovalSettings(
+        approvers=frozenset({*FINANCE, PARTNER}), two_person_threshold=Decimal("300.00")
+    )
+    async with (
+        offline_bot(ready_db_url, slack, policy=policy) as bot,
+        SignedClient(bot.url, SECRET) as client,
+    ):
+        opened = await open_case(
+            slack, client, bot, first_scenario(action="credit_note", single_approver=True)
+        )
+        card = snapshot(card_of(slack, opened))
+        await outbox_delivered(bot)
+        calls_before = len(slack.calls())
+        click = p.click(card, user=PARTNER, channel=CHANNEL, action_id=APPROVE_ACTION_ID)
+        assert (await client.send(p.in_shared_channel(click, user_team=PARTNER_TEAM))).status == 200
+        await bot.settled()
+        assert await count(bot, schema.approvals) == 0
+        assert slack.calls()[calls_before:] == []
+        assert await foreign_teams(bot) == [PARTNER_TEAM]
+
+
+async def test_members_of_the_installed_grid_org_are_ours_and_other_orgs_are_not(ready_db_url: str) -> None:
+    sc = first_scenario(action="credit_note", single_approver=True)
+    async with (
+        SlackRecorder(workspace=GRID) as slack,
+        offline_bot(ready_db_url, slack) as bot,
+        SignedClient(bot.url, SECRET) as client,
+    ):
+        # A member of the org (Slack names the org as her team) opens a case in a channel shared with a
+        # partner; a member of another Grid org, and one of a plain workspace, open nothing.
+        for team in (GRID.enterprise_id, "E0OTHERORG", PARTNER_TEAM):
+            typed = slack.post_user_message(
+                CHANNEL, p.mention_text(f"{sc['customer_id']} {sc['question']}", GRID), user=SUPPORT
+            )
+            event = p.app_mention(typed.text, user=SUPPORT, channel=CHANNEL, ts=typed.ts, workspace=GRID)
+            assert (await client.send(p.in_shared_channel(event, user_team=str(team)))).status == 200
+            await bot.settled()
+        assert await count(bot, schema.cases) == 1
+        assert await foreign_teams(bot) == ["E0OTHERORG", PARTNER_TEAM]
+        (card,) = [m for m in slack.messages(CHANNEL) if m.user == GRID.bot_user_id and m.blocks]
+        # An approver from a sister workspace of the same org decides; a partner's click does nothing.
+        partner = p.click(
+            snapshot(card), user=FINANCE[1], channel=CHANNEL, action_id=APPROVE_ACTION_ID, workspace=GRID
+        )
+        assert (await client.send(p.in_shared_channel(partner, user_team=PARTNER_TEAM))).status == 200
+        sister = p.click(
+            snapshot(card), user=ALICE, channel=CHANNEL, action_id=APPROVE_ACTION_ID, workspace=SISTER
+        )
+        assert (await client.send(sister)).status == 200
+        await bot.settled()
+        votes = schema.approvals.c
+        async with bot.runtime.engine.connect() as conn:
+            voters = (await conn.execute(select(votes.approver))).scalars().all()
+        assert voters == [ALICE]
+        assert await foreign_teams(bot) == ["E0OTHERORG", PARTNER_TEAM, PARTNER_TEAM]
+
+
+async def test_the_bot_warns_at_start_while_anyone_may_open_cases(
+    ready_db_url: str, slack: SlackRecorder, caplog: pytest.LogCaptureFixture
+) -> None:
+    warning = "BILLSLEUTH_SUPPORT is empty: any member of the workspace can open cases and see their cards"
+    with caplog.at_level(logging.WARNING, logger="bot.server"):
+        async with offline_bot(ready_db_url, slack):
+            pass
+    assert any(warning in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    guarded = ApprovalSettings(approvers=frozenset(FINANCE), support=frozenset({SUPPORT}))
+    with caplog.at_level(logging.WARNING, logger="bot.server"):
+        async with offline_bot(ready_db_url, slack, policy=guarded):
+            pass
+    assert not any(warning in r.getMessage() for r in caplog.records)
 
 
 # ---- 5. bots never decide ---------------------------------------------------------------------------------
