@@ -72,32 +72,40 @@ def _amount(variable: str, value: object, *, allow_zero: bool) -> Decimal:
     return amount.quantize(Decimal("0.01"))
 
 
-def _currency_limit(variable: str, currency: object, value: object) -> tuple[str, Decimal]:
-    """One `CODE:AMOUNT` entry of the daily limit: a currency the ledger can hold, an amount in it."""
+def _currency_limit(
+    variable: str, currency: object, value: object, *, allow_zero: bool = True
+) -> tuple[str, Decimal]:
+    """One `CODE:AMOUNT` entry of a per-currency amount (the daily limit, the two-person threshold): a
+    currency the ledger can hold, an amount in it."""
     code = str(currency).strip().upper()
     if not CURRENCY_CODE.fullmatch(code):
         raise SettingsError(f"{variable}: {currency!r} is not an ISO 4217 currency code (like JPY)")
     if not held_to_cents(code):
         raise SettingsError(f"{variable}: {code} has {minor_unit(code)} decimals, the ledger holds 2")
-    amount = _amount(f"{variable} ({code})", value, allow_zero=True)
+    amount = _amount(f"{variable} ({code})", value, allow_zero=allow_zero)
     if not expressible(amount, code):
         raise SettingsError(f"{variable} ({code}) must be a whole amount in {code}, got {value!r}")
     return code, amount
 
 
-def _currency_limits(variable: str, limits: object) -> tuple[tuple[str, Decimal], ...]:
+def _currency_limits(
+    variable: str, limits: object, *, allow_zero: bool = True
+) -> tuple[tuple[str, Decimal], ...]:
     pairs = limits.items() if isinstance(limits, Mapping) else limits
     if not isinstance(pairs, Iterable) or isinstance(pairs, str):
         raise SettingsError(f"{variable}: per-currency limits must be a mapping like {{'JPY': 750000}}")
-    checked = [_currency_limit(variable, code, amount) for code, amount in pairs]
+    checked = [_currency_limit(variable, code, amount, allow_zero=allow_zero) for code, amount in pairs]
     codes = [code for code, _ in checked]
     if len(set(codes)) != len(codes):
         raise SettingsError(f"{variable}: a currency is named twice in {', '.join(codes)}")
     return tuple(sorted(checked))
 
 
-def _daily_limits(variable: str, text: str) -> tuple[Decimal, tuple[tuple[str, Decimal], ...]]:
-    """`5000.00` (every currency) or `5000.00,JPY:750000,EUR:4000` (a default and named currencies)."""
+def _per_currency(
+    variable: str, text: str, fallback: Decimal, *, allow_zero: bool = True
+) -> tuple[Decimal, tuple[tuple[str, Decimal], ...]]:
+    """`5000.00` (every currency) or `5000.00,JPY:750000,EUR:4000` (a default and named currencies; the
+    default is `fallback` when only currencies are named). The daily limit's syntax, and the threshold's."""
     default: Decimal | None = None
     named: list[tuple[str, str]] = []
     for entry in (part.strip() for part in text.split(",")):
@@ -109,8 +117,9 @@ def _daily_limits(variable: str, text: str) -> tuple[Decimal, tuple[tuple[str, D
         elif default is not None:
             raise SettingsError(f"{variable} has two limits for every currency: {text!r}")
         else:
-            default = _amount(variable, entry, allow_zero=True)
-    return (DEFAULT_DAILY_CREDIT_LIMIT if default is None else default), _currency_limits(variable, named)
+            default = _amount(variable, entry, allow_zero=allow_zero)
+    named_limits = _currency_limits(variable, named, allow_zero=allow_zero)
+    return (fallback if default is None else default), named_limits
 
 
 def _whole(variable: str, value: object, unit: str) -> int:
@@ -165,6 +174,9 @@ class ApprovalSettings(EnvSettings):
 
     approvers: frozenset[str] = Field(frozenset(), validation_alias=APPROVERS)  # empty: nobody can approve
     two_person_threshold: Decimal = Field(DEFAULT_TWO_PERSON_THRESHOLD, validation_alias=TWO_PERSON_THRESHOLD)
+    # Per-currency thresholds (`JPY:30000` in BILLSLEUTH_TWO_PERSON_THRESHOLD, the daily limit's syntax); a
+    # currency not named has two_person_threshold. Code may pass a mapping.
+    currency_two_person_thresholds: tuple[tuple[str, Decimal], ...] = ()
     daily_credit_limit: Decimal = Field(DEFAULT_DAILY_CREDIT_LIMIT, validation_alias=DAILY_CREDIT_LIMIT)
     # Decimals allowed: 0.5 is half an hour.
     approval_ttl_hours: Decimal = Field(
@@ -181,14 +193,32 @@ class ApprovalSettings(EnvSettings):
 
     @model_validator(mode="before")
     @classmethod
-    def _split_daily_limit(cls, data: Any) -> Any:
-        """The variable's text holds the plain limit and the named currencies' (`5000.00,JPY:750000`)."""
-        text = data.get("daily_credit_limit") if isinstance(data, dict) else None
-        if not isinstance(text, str):
+    def _split_per_currency(cls, data: Any) -> Any:
+        """Each variable's text holds the plain amount and the named currencies' (`5000.00,JPY:750000`)."""
+        if not isinstance(data, dict):
             return data
-        plain, named = _daily_limits(DAILY_CREDIT_LIMIT, text)
-        explicit = _currency_limits(DAILY_CREDIT_LIMIT, data.get("currency_daily_limits", ()))
-        return {**data, "daily_credit_limit": plain, "currency_daily_limits": (*named, *explicit)}
+        for field, named_field, variable, fallback, allow_zero in (
+            (
+                "daily_credit_limit",
+                "currency_daily_limits",
+                DAILY_CREDIT_LIMIT,
+                DEFAULT_DAILY_CREDIT_LIMIT,
+                True,
+            ),
+            (
+                "two_person_threshold",
+                "currency_two_person_thresholds",
+                TWO_PERSON_THRESHOLD,
+                DEFAULT_TWO_PERSON_THRESHOLD,
+                False,
+            ),
+        ):
+            text = data.get(field)
+            if isinstance(text, str):
+                plain, named = _per_currency(variable, text, fallback, allow_zero=allow_zero)
+                explicit = _currency_limits(variable, data.get(named_field, ()), allow_zero=allow_zero)
+                data = {**data, field: plain, named_field: (*named, *explicit)}
+        return data
 
     @field_validator("approvers", "support", mode="before")
     @classmethod
@@ -209,6 +239,11 @@ class ApprovalSettings(EnvSettings):
     @classmethod
     def _currency_daily_limits(cls, value: object) -> tuple[tuple[str, Decimal], ...]:
         return _currency_limits(DAILY_CREDIT_LIMIT, value)
+
+    @field_validator("currency_two_person_thresholds", mode="before")
+    @classmethod
+    def _currency_thresholds(cls, value: object) -> tuple[tuple[str, Decimal], ...]:
+        return _currency_limits(TWO_PERSON_THRESHOLD, value, allow_zero=False)
 
     @field_validator("approval_ttl_hours", mode="before")
     @classmethod
@@ -234,6 +269,17 @@ class ApprovalSettings(EnvSettings):
         """The credit that may be issued per UTC day in `currency`: its own limit, or the plain one."""
         return dict(self.currency_daily_limits).get(currency.strip().upper(), self.daily_credit_limit)
 
+    def two_person_threshold_for(self, currency: str) -> Decimal:
+        """The amount in `currency` from which a note needs two approvers: its own, or the plain one."""
+        return dict(self.currency_two_person_thresholds).get(
+            currency.strip().upper(), self.two_person_threshold
+        )
+
+    def describe_two_person_threshold(self) -> str:
+        """ "300.00 per currency, JPY 30000" — for doctor and logs."""
+        named = "".join(f", {code} {amount}" for code, amount in self.currency_two_person_thresholds)
+        return f"{self.two_person_threshold} per currency{named}"
+
     def describe_daily_limit(self) -> str:
         """ "5000.00 per currency, JPY 750000" — for doctor and logs."""
         named = "".join(f", {code} {amount}" for code, amount in self.currency_daily_limits)
@@ -243,10 +289,11 @@ class ApprovalSettings(EnvSettings):
         """Every policy variable in its canonical text form: what the database stores, what `from_env`
         reads back to equal settings, and what two policies are compared by."""
         limits = "".join(f",{code}:{amount}" for code, amount in self.currency_daily_limits)
+        thresholds = "".join(f",{code}:{amount}" for code, amount in self.currency_two_person_thresholds)
         return {
             APPROVERS: ",".join(sorted(self.approvers)),
             SUPPORT: ",".join(sorted(self.support)),
-            TWO_PERSON_THRESHOLD: str(self.two_person_threshold),
+            TWO_PERSON_THRESHOLD: f"{self.two_person_threshold}{thresholds}",
             DAILY_CREDIT_LIMIT: f"{self.daily_credit_limit}{limits}",
             APPROVAL_TTL_HOURS: str(self.approval_ttl_hours),
             HOLD_MAX_DAYS: str(self.hold_max_days),

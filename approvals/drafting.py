@@ -128,10 +128,11 @@ async def _draft_once(
     if existing is not None:
         return await _replayed(conn, existing, request.root_cause), False
     await _check_no_other_case_is_open(conn, request)
-    _check_currency(request.amount, await invoice_currency(conn, request.invoice_id))
+    currency = await invoice_currency(conn, request.invoice_id)
+    _check_currency(request.amount, currency)
     await _check_room_on_invoice(conn, request.invoice_id, request.amount)
     await _check_still_owed(conn, request)
-    note, drafted = await _insert_note(conn, request, settings, now)
+    note, drafted = await _insert_note(conn, request, currency, settings, now)
     if not await _claim_key(conn, request, note.id, now):
         raise _KeyTakenMeanwhile
     # Last before the commit: an activity row holds the log's head until then (approvals/activity.py).
@@ -241,12 +242,12 @@ async def _check_still_owed(conn: AsyncConnection, request: _Request) -> None:
 
 
 async def _insert_note(
-    conn: AsyncConnection, request: _Request, settings: ApprovalSettings, now: datetime
+    conn: AsyncConnection, request: _Request, currency: str, settings: ApprovalSettings, now: datetime
 ) -> tuple[Row[Any], dict[str, Any]]:
     """The note's row, and what its `credit_note.drafted` activity row says (the caller records it)."""
     number = (await conn.execute(text("SELECT nextval('credit_note_number')"))).scalar_one()
     note_id = f"CN-{number:04d}"
-    needed = approvals_needed(request.amount, settings)
+    needed = approvals_needed(request.amount, currency, settings)
     expires_at = now + settings.approval_ttl
     digest = args_hash(
         invoice_id=request.invoice_id,

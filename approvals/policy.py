@@ -85,8 +85,9 @@ def idempotency_key(case_id: str, invoice_id: str, amount: Decimal, round_: int 
     return key if round_ <= 1 else f"{key}:r{round_}"
 
 
-def approvals_needed(amount: Decimal, settings: ApprovalSettings) -> int:
-    return 2 if amount >= settings.two_person_threshold else 1
+def approvals_needed(amount: Decimal, currency: str, settings: ApprovalSettings) -> int:
+    """Two people at or above the threshold of the note's own currency (300 yen is not 300 dollars)."""
+    return 2 if amount >= settings.two_person_threshold_for(currency) else 1
 
 
 def args_hash(*, invoice_id: str, amount: Decimal, reason: str, root_cause: str, case_id: str | None) -> str:

@@ -307,7 +307,8 @@ async def check_approvers() -> list[Check]:
         approvers = Check(
             "approvers",
             "ok",
-            f"{len(settings.approvers)} finance user(s); two approvers from {settings.two_person_threshold}, "
+            f"{len(settings.approvers)} finance user(s); two approvers from "
+            f"{settings.describe_two_person_threshold()}, "
             f"daily limit {settings.describe_daily_limit()}, "
             f"drafts expire after {settings.approval_ttl_hours} h",
         )

@@ -137,3 +137,21 @@ def test_a_zero_plain_limit_with_named_currencies_stays_zero() -> None:
         Decimal("0.00"),
         Decimal("1000"),
     )
+
+
+def test_the_two_person_threshold_takes_the_daily_limits_syntax() -> None:
+    settings = ApprovalSettings.from_env({"BILLSLEUTH_TWO_PERSON_THRESHOLD": "300.00, jpy:30000"})
+    assert settings.two_person_threshold_for("USD") == Decimal("300.00")  # every currency not named
+    assert settings.two_person_threshold_for("jpy") == Decimal("30000")
+    assert settings.as_env()["BILLSLEUTH_TWO_PERSON_THRESHOLD"] == "300.00,JPY:30000.00"
+    assert ApprovalSettings.from_env(settings.as_env()) == settings  # what the database stores reads back
+    only_yen = ApprovalSettings.from_env({"BILLSLEUTH_TWO_PERSON_THRESHOLD": "JPY:30000"})
+    assert only_yen.two_person_threshold_for("EUR") == Decimal("300.00")  # the default for the others
+
+
+@pytest.mark.parametrize("value", ["300.00,JPY:30000.5", "300.00,JPY:0", "0", "300.00,200.00", "JPY:1,JPY:2"])
+def test_a_bad_per_currency_threshold_is_one_line_naming_the_variable(value: str) -> None:
+    with pytest.raises(SettingsError) as error:
+        ApprovalSettings.from_env({"BILLSLEUTH_TWO_PERSON_THRESHOLD": value})
+    message = str(error.value)
+    assert message.startswith("BILLSLEUTH_TWO_PERSON_THRESHOLD") and "\n" not in message

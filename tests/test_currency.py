@@ -32,6 +32,7 @@ from approvals import (
     list_pending,
 )
 from approvals.issuing import fits_a_day, held_by_daily_budget
+from approvals.policy import approvals_needed
 from bot.cards import credit_note_card
 from bot.cards.models import ConclusionView, CreditNoteCardView, CustomerView, RecomputationView
 from bot.cards.models import CreditNoteView as CardNote
@@ -201,6 +202,23 @@ async def test_a_yen_limit_of_its_own(ledger: AsyncEngine) -> None:
     assert fits_a_day(Decimal("12000"), "JPY", settings) and not fits_a_day(Decimal("12000"), "USD", settings)
     note = await approved(ledger, "INV-JPY-1", "12000", "case-jpy")
     assert (await issue(ledger, note, settings, now=TODAY)).changed
+
+
+async def test_the_two_person_threshold_holds_per_currency(ledger: AsyncEngine) -> None:
+    # 300.00 for every currency but yen: 12000 yen (about 80 dollars) needs one approver, not two.
+    settings = ApprovalSettings.from_env(
+        {"BILLSLEUTH_APPROVERS": ALICE, "BILLSLEUTH_TWO_PERSON_THRESHOLD": "300.00,JPY:30000"}
+    )
+    yen, _ = await draft_credit_note(
+        ledger, case_id="case-jpy", invoice_id="INV-JPY-1", amount=Decimal("12000"),
+        root_cause="duplicate_charge", settings=settings, now=TODAY,
+    )  # fmt: skip
+    dollars, _ = await draft_credit_note(
+        ledger, case_id="case-usd", invoice_id="INV-USD-1", amount=Decimal("300.00"),
+        root_cause="duplicate_charge", settings=settings, now=TODAY,
+    )  # fmt: skip
+    assert (yen.needed, dollars.needed) == (1, 2)
+    assert approvals_needed(Decimal("30000"), "JPY", settings) == 2  # at the yen threshold: two people
 
 
 # ---------------------------------------------------------------- on the seeded ledger, end to end
