@@ -28,6 +28,7 @@ from agent.state import (
     CaseState,
     CaseStatus,
     held_by_daily_limit,
+    refused_at_issue,
 )
 from approvals import activity, cancelling, decisions, expiry, issuing, policy_store, queries
 from approvals.config import ApprovalSettings
@@ -554,26 +555,37 @@ class CaseService:
         expired = await expiry.expire_overdue(self.engine, now)
         settled = await self.settle_waiting_cases()
         settings = await self.settings_in_force()
-        cancelled = await cancelling.cancel_held_too_long(
-            self.engine, await self.held_too_long(settings, now), settings, now
-        )
+        held, refused = await self.held_too_long(settings, now)
+        cancelled = await cancelling.cancel_held_too_long(self.engine, held, settings, now)
         if cancelled:  # their cases rewrite the customer reply
             settled += await self.settle_waiting_cases(release_held=False)
-        return Sweep(expired, settled, cancelled)
+        ended = await cancelling.cancel_held_too_long(self.engine, list(refused), settings, now, refused=True)
+        for note_id in ended:  # their cases escalated: rewritten in place, the reply promising nothing
+            decision = {"approver": "system", "decision": "cancel", "comment": "hold limit passed"}
+            if await self.take_note_outcome(refused[note_id], decision):
+                settled.append(refused[note_id])
+        return Sweep(expired, settled, cancelled + ended)
 
-    async def held_too_long(self, settings: ApprovalSettings, now: datetime | None = None) -> list[str]:
-        """Notes held by the daily limit for longer than the hold limit, counted from their approval (the
-        moment they could first have been issued), oldest first."""
+    async def held_too_long(
+        self, settings: ApprovalSettings, now: datetime | None = None
+    ) -> tuple[list[str], dict[str, str]]:
+        """Approved notes never issued for longer than the hold limit, counted from their approval (the
+        moment they could first have been issued), oldest first: those the daily limit holds, and those
+        refused at issue that nobody cancelled (note id → its case)."""
         cutoff = (now or datetime.now(UTC)) - timedelta(days=settings.hold_max_days)
         notes, cases = schema.credit_notes.c, schema.cases.c
         async with self.engine.connect() as conn:
-            rows = await conn.execute(
-                select(notes.id, notes.status, cases.status.label("case_status"))
-                .join(schema.cases, cases.id == notes.case_id)
-                .where(notes.status == NoteStatus.APPROVED, notes.decided_at <= cutoff)
-                .order_by(notes.decided_at, notes.id)
-            )
-            return [row.id for row in rows if held_by_daily_limit(row.status, row.case_status)]
+            rows = (
+                await conn.execute(
+                    select(notes.id, notes.status, notes.case_id, cases.status.label("case_status"))
+                    .join(schema.cases, cases.id == notes.case_id)
+                    .where(notes.status == NoteStatus.APPROVED, notes.decided_at <= cutoff)
+                    .order_by(notes.decided_at, notes.id)
+                )
+            ).all()
+        held = [row.id for row in rows if held_by_daily_limit(row.status, row.case_status)]
+        refused = {row.id: row.case_id for row in rows if refused_at_issue(row.status, row.case_status)}
+        return held, refused
 
     async def settle_waiting_cases(self, *, release_held: bool = True) -> list[str]:
         """Resume every case still waiting whose credit note was decided or expired meanwhile (by a sweep,

@@ -46,6 +46,18 @@ def held_by_daily_limit(note_status: str, case_status: str) -> bool:
     return note_status == NoteStatus.APPROVED and case_status == CaseStatus.AWAITING_APPROVAL
 
 
+def refused_at_issue(note_status: str, case_status: str) -> bool:
+    """An approved note whose case escalated: issuing it was refused for good (the ledger changed, or it
+    is larger than a whole day's limit). It waits for a person to cancel it, and the sweep cancels it after
+    BILLSLEUTH_HOLD_MAX_DAYS like a held one."""
+    return note_status == NoteStatus.APPROVED and case_status == CaseStatus.ESCALATED
+
+
+def never_issued(note_status: str, case_status: str) -> bool:
+    """Approved but not issued, held or refused: what Cancel is for, and what the hold limit ends."""
+    return held_by_daily_limit(note_status, case_status) or refused_at_issue(note_status, case_status)
+
+
 class Findings(TypedDict):
     root_cause: str
     invoice_ids: list[str]

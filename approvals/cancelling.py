@@ -65,13 +65,23 @@ async def cancel(
 
 
 async def cancel_held_too_long(
-    engine: AsyncEngine, note_ids: list[str], settings: ApprovalSettings, now: datetime | None = None
+    engine: AsyncEngine,
+    note_ids: list[str],
+    settings: ApprovalSettings,
+    now: datetime | None = None,
+    *,
+    refused: bool = False,
 ) -> list[str]:
-    """The sweep's part: cancel these notes, which the daily limit has held longer than the hold limit
-    (the caller picks them). Each is re-checked under its lock: one issued meanwhile is left alone.
-    Returns the ids cancelled."""
+    """The sweep's part: cancel these notes, which the daily limit has held (or, `refused`, which were
+    refused at issue and nobody cancelled) longer than the hold limit; the caller picks them. Each is
+    re-checked under its lock: one issued meanwhile is left alone. Returns the ids cancelled."""
     now = now or utc_now()
-    reason = f"held by the daily credit limit for more than {settings.hold_max_days} days"
+    days = settings.hold_max_days
+    reason = (
+        f"refused at issue and not cancelled by anyone for more than {days} days"
+        if refused
+        else f"held by the daily credit limit for more than {days} days"
+    )
     cancelled = []
     for note_id in note_ids:
         async with engine.begin() as conn:

@@ -292,6 +292,23 @@ async def test_the_sweep_issues_a_held_note_by_the_stored_policy_not_the_one_it_
     assert final["status"] == "escalated" and "daily_credit_limit" in final["escalation_reason"]
 
 
+async def test_the_sweep_ends_a_note_refused_at_issue_after_the_hold_limit_like_a_held_one(
+    seeded_db_url: str,
+) -> None:
+    sc = scenario("cancel_not_respected")  # 174.90: never fits a 100.00 day, so issuing it is refused
+    offline = Configuration(investigator="offline")
+    async with case_service(seeded_db_url, offline, settings(limit="100.00")) as svc:
+        case = await open_and_approve(svc, sc)
+        assert case["status"] == "escalated" and case["credit_note"]["status"] == "approved"
+        assert (await svc.sweep()).cancelled == []  # refused, but not long ago
+        swept = await svc.sweep(now=datetime.now(UTC) + timedelta(days=8))
+        final = await svc.show_case(case["case_id"])
+    assert swept.cancelled == [case["credit_note"]["id"]]
+    assert swept.settled == [case["case_id"]]  # the bot redraws its card and posts the reply
+    assert final["status"] == "cancelled" and final["credit_note"]["status"] == "cancelled"
+    assert sc["truth"]["overcharge"] not in final["reply"]["customer_message"]
+
+
 async def open_and_approve(service: CaseService, sc: dict[str, Any]) -> dict[str, Any]:
     opened = await service.open_case(sc["question"], requester="U0SUPPORT1", customer_id=sc["customer_id"])
     _, case = await service.decide(opened["credit_note"]["id"], approver=FINANCE[0], decision="approve")

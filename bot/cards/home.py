@@ -82,8 +82,12 @@ def _held_blocks(view: HomeView) -> list[Block]:
     if not view.held:
         return []
     blocks: list[Block] = [
-        section("home_held", f"*Approved, held by the daily credit limit* ({len(view.held)})"),
-        context("home_held_why", "Each is issued once today's limit has room; an approver may cancel it."),
+        section("home_held", f"*Approved, not issued* ({len(view.held)})"),
+        context(
+            "home_held_why",
+            "One held by the daily credit limit is issued once today's limit has room; one whose issuing "
+            "was refused waits for a person. An approver may cancel either.",
+        ),
     ]
     return blocks + _listed(view.held, MAX_HELD_SHOWN, _held_note, "home_held_more")
 
@@ -104,8 +108,13 @@ def _held_note(item: PendingNoteView) -> list[Block]:
     def bid(part: str) -> str:
         return block_id("home", note.id, part, item.revision)
 
+    why = (
+        f"Issuing it was refused: {clip(note.issue_refused, 300)}"
+        if note.issue_refused
+        else "Held by the daily credit limit"
+    )
     return [
-        section(bid("held"), _note_line(item)),
+        section(bid("held"), f"{_note_line(item)}\n{why}"),
         actions(bid("cancel"), cancel_button(note, item.customer.currency)),
     ]
 

@@ -340,7 +340,7 @@ class HomeView:
     is_approver: bool
     pending: Sequence[PendingNoteView] = ()  # shown to approvers, with buttons
     open_cases: Sequence[CaseSummaryView] = field(default_factory=tuple)  # the user's own cases
-    held: Sequence[PendingNoteView] = ()  # approved, held by the daily limit: approvers may cancel them
+    held: Sequence[PendingNoteView] = ()  # approved, never issued (held or refused): approvers may cancel
     credit_left: Sequence[CreditLeftView] = ()  # today's room under the daily limit, per currency
 
 

@@ -156,6 +156,7 @@ def run_show_case(args: argparse.Namespace) -> int:
 
 def run_list(args: argparse.Namespace) -> int:
     from bot.grammar import ListNotes
+    from bot.presenters.approver import waiting_for
 
     def render(result: Any) -> str:
         notes = result.payload["credit_notes"]
@@ -164,7 +165,7 @@ def run_list(args: argparse.Namespace) -> int:
         rows = [
             f"{n['id']}  {n['invoice_id']:<16} {money_text(n):>14}"
             f"  approvals {n['approvals']} of {n['needed']}"
-            f"  case {n['case_id']}  expires {n['expires_at'] or '-'}"
+            f"  case {n['case_id']}  {waiting_for(n).replace('`', '')}"
             for n in notes
         ]
         return "\n".join(rows)

@@ -27,6 +27,7 @@ from bot.grammar import (
     check_customer_id,
 )
 from bot.presenters.approver import as_json, as_text, note_json, read_approver_view
+from bot.presenters.home import unissued_notes
 from bot.presenters.notes import CardUnavailable
 from engine.money import fmt_amount
 
@@ -48,11 +49,7 @@ async def execute(service: CaseService, request: Request) -> Result:
                 case = await service.show_case(check_case_id(request.case_id))
                 return Result(case, f"{case['case_id']}: {case['status']}")
             case ListNotes():
-                await service.expire_overdue()
-                notes = await queries.list_pending(service.engine)
-                return Result(
-                    {"credit_notes": [note_json(n) for n in notes]}, f"{len(notes)} waiting for a decision"
-                )
+                return await _list_notes(service)
             case ShowNote():
                 return await _show_note(service, request)
             case Decide():
@@ -62,6 +59,25 @@ async def execute(service: CaseService, request: Request) -> Result:
     except Refused as refusal:
         raise OperationError(f"refused ({refusal.rule}): {refusal.message}", str(refusal.rule)) from None
     raise OperationError(f"unsupported request {request!r}")
+
+
+async def _list_notes(service: CaseService) -> Result:
+    """Drafts waiting for votes, then approved notes never issued — held by the daily limit, or refused at
+    issue — which wait for room or for someone to cancel them."""
+    await service.expire_overdue()
+    drafts = await queries.list_pending(service.engine)
+    unissued = await unissued_notes(service.engine)
+    listed = [
+        *({**note_json(n), "held_by_daily_limit": False, "issue_refused": None} for n in drafts),
+        *(
+            {**note_json(n), "held_by_daily_limit": why.refused is None, "issue_refused": why.refused}
+            for n, why in unissued
+        ),
+    ]
+    line = f"{len(drafts)} waiting for a decision" + (
+        f", {len(unissued)} approved but not issued" if unissued else ""
+    )
+    return Result({"credit_notes": listed}, line)
 
 
 async def _open_case(service: CaseService, request: OpenCase) -> Result:

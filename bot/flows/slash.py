@@ -21,7 +21,7 @@ from bot.flows.investigate import investigate
 from bot.flows.notify import refusal
 from bot.flows.operations import execute
 from bot.grammar import Command, Decide, ListNotes, OpenCase, OperationError, ShowNote
-from bot.presenters.approver import credit_note_card_message
+from bot.presenters.approver import credit_note_card_message, waiting_for
 from bot.presenters.notes import CardUnavailable
 from bot.runtime import BotRuntime
 from bot.store import CaseRequest
@@ -136,8 +136,7 @@ def _list_text(notes: list[dict[str, Any]]) -> str:
         return "No credit notes are waiting for a decision."
     rows = [
         f"• *{n['id']}* · {fmt_amount(Decimal(n['amount']), n['currency'])} on `{n['invoice_id']}`"
-        f" · Approvals: {n['approvals']} of {n['needed']} · case `{n['case_id']}`"
-        f" · expires {n['expires_at'] or '-'}"
+        f" · Approvals: {n['approvals']} of {n['needed']} · case `{n['case_id']}` · {waiting_for(n)}"
         for n in notes[:40]
     ]
     if len(notes) > 40:

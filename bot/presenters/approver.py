@@ -9,6 +9,7 @@ the trail: they are someone looking, not evidence the investigation gathered.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -304,6 +305,16 @@ def note_json(note: Note) -> dict[str, Any]:
         "case_id": note.case_id,
         "expires_at": note.expires_at.isoformat() if note.expires_at else None,
     }
+
+
+def waiting_for(note: Mapping[str, Any]) -> str:
+    """What a listed note (`list --json`'s shape) waits for, in a few words: the CLI's and the slash
+    command's `list`."""
+    if note.get("issue_refused"):
+        return f"approved, issuing refused ({note['issue_refused']}): cancel it"
+    if note.get("held_by_daily_limit"):
+        return "approved, held by the daily credit limit"
+    return f"expires {note['expires_at'] or '-'}"
 
 
 def card_message(view: ApproverView) -> Message:

@@ -4,6 +4,7 @@ holds and today's room under that limit; for everyone, their own open cases."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from sqlalchemy import select
@@ -30,37 +31,62 @@ async def home(service: CaseService, user_id: str, is_approver: bool) -> HomeVie
     open_cases = await open_cases_of(engine, user_id)
     if not is_approver:
         return HomeView(user_id, is_approver, (), open_cases)
-    pending = await _note_views(engine, await queries.list_pending(engine))
-    held = await _note_views(engine, await _held_notes(engine), held=True)
+    pending = await _note_views(engine, [(n, None) for n in await queries.list_pending(engine)])
+    held = await _note_views(engine, await unissued_notes(engine))
     currencies = {v.customer.currency for v in (*pending, *held)}
     credit_left = await _credit_left(engine, service.approval_settings, currencies)
     return HomeView(user_id, is_approver, pending, open_cases, held, credit_left)
 
 
 async def _note_views(
-    engine: AsyncEngine, notes: Sequence[Note], *, held: bool = False
+    engine: AsyncEngine, notes: Sequence[tuple[Note, Unissued | None]]
 ) -> list[PendingNoteView]:
-    customers = await _customers_of_invoices(engine, [n.invoice_id for n in notes])
+    customers = await _customers_of_invoices(engine, [n.invoice_id for n, _ in notes])
     return [
         PendingNoteView(
-            note_model(n, held_by_budget=held), n.case_id or "—", customers[n.invoice_id], card_revision(n)
+            note_model(
+                n,
+                held_by_budget=why is not None and why.refused is None,
+                issue_refused=why.refused if why is not None else None,
+            ),
+            n.case_id or "—",
+            customers[n.invoice_id],
+            card_revision(n),
         )
-        for n in notes
+        for n, why in notes
         if n.invoice_id in customers
     ]
 
 
-async def _held_notes(engine: AsyncEngine) -> list[Note]:
-    """Approved notes whose cases still wait: what the daily limit holds (agent.state.held_by_daily_limit)."""
+@dataclass(frozen=True)
+class Unissued:
+    """Why an approved note was not issued: held by the daily limit (`refused` None), or refused at issue."""
+
+    refused: str | None
+
+
+async def unissued_notes(engine: AsyncEngine) -> list[tuple[Note, Unissued]]:
+    """Approved notes never issued whose cases wait (held by the daily limit) or escalated (refused at
+    issue): both wait for room or for a person, and an approver may cancel either (agent.state.never_issued).
+    Oldest first."""
     notes, cases = schema.credit_notes.c, schema.cases.c
     async with reading(engine) as conn:
-        ids = await conn.execute(
-            select(notes.id)
-            .join_from(schema.credit_notes, schema.cases, notes.case_id == cases.id)
-            .where(notes.status == NoteStatus.APPROVED, cases.status == CaseStatus.AWAITING_APPROVAL)
-            .order_by(notes.created_at, notes.id)
-        )
-        return [await queries.view_in(conn, note_id) for note_id in ids.scalars().all()]
+        rows = (
+            await conn.execute(
+                select(notes.id, cases.status, cases.escalation_reason)
+                .join_from(schema.credit_notes, schema.cases, notes.case_id == cases.id)
+                .where(
+                    notes.status == NoteStatus.APPROVED,
+                    cases.status.in_([CaseStatus.AWAITING_APPROVAL, CaseStatus.ESCALATED]),
+                )
+                .order_by(notes.created_at, notes.id)
+            )
+        ).all()
+        found = []
+        for note_id, status, reason in rows:
+            refused = (reason or "issuing it was refused") if status == CaseStatus.ESCALATED else None
+            found.append((await queries.view_in(conn, note_id), Unissued(refused)))
+        return found
 
 
 async def _credit_left(

@@ -222,6 +222,35 @@ async def test_a_note_refused_at_issue_shows_why_and_can_be_cancelled(
     assert len(customer_replies(slack, opened)) == 1
 
 
+async def test_a_note_refused_at_issue_is_on_an_approvers_home_and_in_list_with_cancel(
+    slack: SlackRecorder, tiny: tuple[RunningBot, SignedClient]
+) -> None:
+    bot, client = tiny
+    opened = await approved_note(slack, client, bot)
+    note_id = opened.credit_note_id
+    assert note_id is not None
+    assert (await client.send(p.app_home_opened(user=CAROL))).status == 200
+    await bot.settled()
+    home = slack.home(CAROL)
+    assert home is not None
+    assert_valid_view(home)
+    words = all_text(home["blocks"])
+    assert note_id in words and "refused" in words
+    cancels = [
+        e
+        for b in home["blocks"]
+        if b["type"] == "actions"
+        for e in b["elements"]
+        if e["action_id"] == CANCEL_ACTION_ID
+    ]
+    assert [e["value"] for e in cancels] == [note_id]
+    payload = p.slash_command("list", user=CAROL, channel=CHANNEL, response_url=slack.response_url())
+    assert (await client.send(payload)).status == 200
+    await bot.settled()
+    listed = slack.calls("response_url")[-1].args["text"]
+    assert note_id in listed and "refused" in listed
+
+
 async def test_cancel_through_the_slash_command_needs_a_reason(
     slack: SlackRecorder, tight: tuple[RunningBot, SignedClient]
 ) -> None:
