@@ -14,8 +14,11 @@ survives restarts, and an approver's "raise and resume" (seed 003 §6–§11).
   activity row; at 100% the month is paused (`model_budget_months.paused_at`). The run that crossed stops
   there (no further model call) and every other run stops before its next call.
 - At the end of a run, success, failure or timeout alike, its reservation is released (`release`).
-- `raise_limit`: an approver sets this month's limit; recorded (who, old, new); the pause lifts when spend
-  is below the new limit. The next month starts again from BILLSLEUTH_MODEL_BUDGET.
+- `propose_raise`: an approver proposes this month's limit, a policy change like any other (a higher one
+  waits for a second approver in Slack); once in force it is recorded (who, old, new) and the pause lifts
+  when spend is below the new limit. The next month starts again from BILLSLEUTH_MODEL_BUDGET.
+- The budget and the prices are the stored policy's (`SpendSettings.of_policy`), and a paused month is
+  paused for every process, whatever budget its own environment names.
 
 Light (no openai): the graph asks `admit` before it imports the model client.
 """
@@ -33,8 +36,9 @@ from sqlalchemy import delete, func, insert, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from agent.costs import MILLION, SpendSettings, Usage, usd
-from approvals import activity
+from agent.costs import BUDGET, MILLION, SpendSettings, Usage, usd
+from approvals import activity, policy_store
+from approvals.models import Rule
 from engine import schema
 
 log = logging.getLogger(__name__)
@@ -243,6 +247,9 @@ async def admit(
     run = ModelRun(engine, settings, case_id, model, endpoint, per_call, max_calls, month)
     async with engine.begin() as conn:
         row = await _month_row(conn, month, lock=False)
+        if row is not None and row.paused_at is not None:  # paused is paused, whatever limit one believes
+            run.refused = spent_note(month)
+            return run
         if _limit(row, settings) is None:
             return run  # no budget this month
         row = await _month_row(conn, month, lock=True)
@@ -323,48 +330,92 @@ async def _converge(conn: AsyncConnection, month: str, limit: Decimal, settings:
 # ---- raise and resume ----
 
 
-@dataclass(frozen=True)
-class Raised:
-    month: str
-    old: Decimal | None
-    new: Decimal
-    resumed: bool  # the pause was lifted
-    still_paused: bool  # spend is at or above the new limit: the pause stays
-
-
-async def raise_limit(
-    engine: AsyncEngine, settings: SpendSettings, amount: Decimal, *, by: str, source: str
-) -> Raised:
-    """Set this month's limit to `amount` (the caller checked `by` is an approver); recorded in
-    activity_log (who, old, new). The pause lifts when spend is below the new limit."""
+async def month_limit(engine: AsyncEngine, settings: SpendSettings) -> tuple[str, Decimal | None]:
+    """This month and its limit now: its raise, else the policy's budget (None: no limit)."""
     month = month_of()
-    table = schema.model_budget_months
-    async with engine.begin() as conn:
-        row = await _month_row(conn, month, lock=True)
-        old = _limit(row, settings)
-        spent, _ = await _spent(conn, month)
-        was_paused = row.paused_at is not None
-        still_paused = spent >= amount
-        await conn.execute(
-            update(table)
-            .where(table.c.month == month)
-            .values(
-                limit_usd=amount,
-                paused_at=row.paused_at if still_paused else None,
-                updated_at=func.now(),
-            )
+    async with engine.connect() as conn:
+        return month, _limit(await _month_row(conn, month, lock=False), settings)
+
+
+async def propose_raise(
+    engine: AsyncEngine, settings: SpendSettings, amount: Decimal, *, by: str, source: str
+) -> policy_store.PolicyChange:
+    """`budget raise`: propose this month's limit `amount` (the caller checked `by` is an approver). A
+    higher limit is a pending policy change until another approver consents in Slack; a lower one, or one
+    nobody else could consent to, applies at once (`apply_policy_change`)."""
+    month, old = await month_limit(engine, settings)
+    return await policy_store.propose_month_budget(
+        engine,
+        month,
+        _limit_text(old),
+        _limit_text(amount),
+        proposer=by,
+        source=source,
+        on_apply=apply_policy_change,
+    )
+
+
+def _limit_text(limit: Decimal | None) -> str:
+    return "" if limit is None else f"{limit.normalize():f}"
+
+
+async def apply_policy_change(conn: AsyncConnection, change: policy_store.PolicyChange) -> None:
+    """policy_store's on_apply: a month's raise sets that month's limit (`budget.raised`, and the pause
+    lifts when spend is below it); a new BILLSLEUTH_MODEL_BUDGET re-judges this month's pause."""
+    stored = SpendSettings.of_policy(policy_store.settings_from(await policy_store.stored_values_in(conn)))
+    if change.month is not None:
+        await _apply_raise(conn, change, stored)
+    elif BUDGET in change.new:
+        await _rejudge_pause(conn, stored)
+
+
+async def _apply_raise(
+    conn: AsyncConnection, change: policy_store.PolicyChange, settings: SpendSettings
+) -> None:
+    month = change.month or month_of()
+    row = await _month_row(conn, month, lock=True)
+    old = _limit(row, settings)
+    if _limit_text(old) != change.old.get(BUDGET, ""):
+        raise policy_store.PolicyChangeRefused(
+            Rule.POLICY_MOVED_ON, f"the model budget for {month} changed since #{change.id} was proposed"
         )
-        if still_paused and not was_paused:
-            await _converge(conn, month, amount, settings)
-        details = {
-            "old": usd(old),
-            "new": usd(amount),
-            "spent": usd(spent),
-            "resumed": was_paused and not still_paused,
-            "source": source,
-        }
-        await activity.record(conn, activity.USER, by, RAISED, ENTITY, month, details)
-    return Raised(month, old, amount, was_paused and not still_paused, still_paused)
+    amount = Decimal(change.new[BUDGET])
+    spent, _ = await _spent(conn, month)
+    was_paused = row.paused_at is not None
+    still_paused = spent >= amount
+    table = schema.model_budget_months
+    await conn.execute(
+        update(table)
+        .where(table.c.month == month)
+        .values(limit_usd=amount, paused_at=row.paused_at if still_paused else None, updated_at=func.now())
+    )
+    if still_paused and not was_paused:
+        await _converge(conn, month, amount, settings)
+    details = {
+        "old": usd(old),
+        "new": usd(amount),
+        "spent": usd(spent),
+        "resumed": was_paused and not still_paused,
+        "source": change.source,
+        "change_id": change.id,
+    }
+    by = change.decided_by or change.proposed_by
+    await activity.record(conn, activity.USER, by, RAISED, ENTITY, month, details)
+
+
+async def _rejudge_pause(conn: AsyncConnection, settings: SpendSettings) -> None:
+    """The policy's budget changed: a month paused under the old one resumes once spend is below the new
+    one (none: no limit). A month with its own raise keeps to that raise."""
+    month = month_of()
+    row = await _month_row(conn, month, lock=True)
+    if row.limit_usd is not None or row.paused_at is None:
+        return
+    spent, _ = await _spent(conn, month)
+    if settings.monthly_budget is None or spent < settings.monthly_budget:
+        table = schema.model_budget_months
+        await conn.execute(
+            update(table).where(table.c.month == month).values(paused_at=None, updated_at=func.now())
+        )
 
 
 # ---- finance is told ----

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import bindparam, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from agent import budget
 from agent.configuration import CaseContext, Configuration
-from agent.costs import case_model_cost
+from agent.costs import SpendSettings, case_model_cost
 from agent.lazy_graph import LazyGraph
 from agent.model_clients import model_clients_held
 from agent.state import (
@@ -211,6 +212,7 @@ class CaseService:
         async with self._case_lock(case_id):
             if not await self._take_up(case_id, message_ts):
                 return await self.show_case(case_id)
+            await self.settings_in_force()  # the model budget it runs under is the stored one, as it is now
             values = await self.graph.ainvoke(
                 initial,
                 self._config(case_id),
@@ -434,6 +436,7 @@ class CaseService:
             "reply": None,
             "escalation_reason": None,
         }
+        await self.settings_in_force()
         return await self.graph.ainvoke(  # type: ignore[no-any-return]
             again,
             self._config(case_id),
@@ -701,6 +704,7 @@ class CaseService:
                 return False
             if row.status == CaseStatus.QUEUED and not await self._take_up(row.id):
                 return False  # taken up and finished since we looked
+            await self.settings_in_force()
             if not values:  # stopped before the first checkpoint: start over
                 initial: CaseState = {
                     "case_id": row.id,
@@ -784,7 +788,15 @@ class CaseService:
         return {"configurable": {"thread_id": case_id}, "recursion_limit": 50}
 
     def _context(self, on_progress: ProgressCallback | None) -> CaseContext:
-        return CaseContext(self.engine, self.configuration, self.approval_settings, on_progress)
+        return CaseContext(self.engine, self._configuration_in_force(), self.approval_settings, on_progress)
+
+    def _configuration_in_force(self) -> Configuration:
+        """Model spend rules are policy (issue 25 item 6): a service that follows the stored policy runs
+        models under its budget and prices, whatever this process's own environment says."""
+        if not self.follows_stored_policy:
+            return self.configuration
+        spend = SpendSettings.of_policy(self.approval_settings)
+        return self.configuration.model_copy(update={"spend": spend})
 
     @asynccontextmanager
     async def _case_lock(self, case_id: str, *, wait: bool = True) -> AsyncIterator[bool]:
@@ -888,7 +900,9 @@ async def case_service(
     are this process's own:
     - COMMAND (the default without settings): the database's stored policy; when there is none yet, its
       own is stored first (by `actor`). Where its own disagrees is in `policy_differences`, for a warning.
-    - BOT_START: its own is written as the stored policy (audited, by `actor`), then enforced.
+    - BOT_START: its own is proposed as the stored policy (by `actor`): what narrows power applies at
+      once, what widens it waits for an approver's consent in Slack (approvals.policy_store.propose); the
+      stored policy is then enforced.
     - FIXED (the default with settings): exactly the given settings, the store neither read nor written
       (tests and the evaluation, which pin their own policy).
     """
@@ -917,11 +931,22 @@ async def _policy_for(
 ) -> tuple[ApprovalSettings, tuple[policy_store.Difference, ...]]:
     if mode == FIXED:
         return own, ()
-    if mode == BOT_START:
-        stored = await policy_store.store_policy(
-            engine, own, actor_type=activity.SYSTEM, actor_id=actor, why=policy_store.BOT_START
+    if mode == BOT_START:  # its environment is a proposal: what widens power waits for consent
+        proposal = await policy_store.propose(
+            engine,
+            own,
+            proposer=actor,
+            source=policy_store.BOT_START,
+            why=policy_store.BOT_START,
+            on_apply=budget.apply_policy_change,
         )
-        return stored, ()
+        if proposal.pending is not None:
+            log.warning(
+                "this environment's policy widens power: policy change #%s waits for an approver's "
+                "consent in Slack; until then the stored policy holds",
+                proposal.pending.id,
+            )
+        return proposal.settings, proposal.differences
     if mode != COMMAND:
         raise ValueError(f"policy must be {FIXED!r}, {COMMAND!r} or {BOT_START!r}, not {mode!r}")
     in_force = await policy_store.policy_in_force(engine, own, actor_type=activity.USER, actor_id=actor)

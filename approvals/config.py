@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
+from approvals.model_prices import BUDGET, PRICES, ModelPrice, parse_prices, parse_usd, prices_text
 from engine.money import expressible, held_to_cents, minor_unit
 from engine.settings import EnvSettings, SettingsError
 
@@ -24,6 +25,8 @@ APPROVAL_TTL_HOURS = "BILLSLEUTH_APPROVAL_TTL_HOURS"
 HOLD_MAX_DAYS = "BILLSLEUTH_HOLD_MAX_DAYS"
 SUPPORT = "BILLSLEUTH_SUPPORT"
 CLI_DECISIONS = "BILLSLEUTH_CLI_DECISIONS"
+MODEL_BUDGET = BUDGET  # BILLSLEUTH_MODEL_BUDGET: model spend per calendar month (USD)
+MODEL_PRICES = PRICES  # BILLSLEUTH_MODEL_PRICES: what the budget counts a model's tokens at
 # Every variable of the policy in force, in the order `policy show` and doctor list them.
 POLICY_VARIABLES = (
     APPROVERS,
@@ -33,6 +36,8 @@ POLICY_VARIABLES = (
     APPROVAL_TTL_HOURS,
     HOLD_MAX_DAYS,
     CLI_DECISIONS,
+    MODEL_BUDGET,
+    MODEL_PRICES,
 )
 ON, OFF = "on", "off"
 
@@ -190,6 +195,10 @@ class ApprovalSettings(EnvSettings):
     support: frozenset[str] = Field(frozenset(), validation_alias=SUPPORT)  # may open and read cases
     # approve/reject/cancel from the CLI: a break-glass door, shut by default
     cli_decisions: bool = Field(False, validation_alias=CLI_DECISIONS)
+    # Model spend rules are policy too (issue 25 item 6): every process enforces the stored budget, whatever
+    # its own environment says. None: no monthly limit. Prices: only what overrides or adds to the defaults.
+    model_budget: Decimal | None = Field(None, validation_alias=MODEL_BUDGET)
+    model_prices: tuple[tuple[str, ModelPrice], ...] = Field((), validation_alias=MODEL_PRICES)
 
     @model_validator(mode="before")
     @classmethod
@@ -260,6 +269,17 @@ class ApprovalSettings(EnvSettings):
     def _cli(cls, value: object) -> bool:
         return _switch(CLI_DECISIONS, value)
 
+    @field_validator("model_budget", mode="before")
+    @classmethod
+    def _model_budget(cls, value: object) -> Decimal | None:
+        return None if value is None else parse_usd(MODEL_BUDGET, value)
+
+    @field_validator("model_prices", mode="before")
+    @classmethod
+    def _model_prices(cls, value: object) -> tuple[tuple[str, ModelPrice], ...]:
+        prices = parse_prices(value) if isinstance(value, str) else dict(value)  # type: ignore[call-overload]
+        return tuple(sorted(prices.items()))
+
     @property
     def approval_ttl(self) -> timedelta:
         """How long a draft waits for its decision before it expires."""
@@ -298,4 +318,7 @@ class ApprovalSettings(EnvSettings):
             APPROVAL_TTL_HOURS: str(self.approval_ttl_hours),
             HOLD_MAX_DAYS: str(self.hold_max_days),
             CLI_DECISIONS: ON if self.cli_decisions else OFF,
+            # 50, not 50.00: one text per amount (two policies compare by it)
+            MODEL_BUDGET: "" if self.model_budget is None else f"{self.model_budget.normalize():f}",
+            MODEL_PRICES: prices_text(self.model_prices),
         }

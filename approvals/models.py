@@ -85,6 +85,11 @@ class Rule(StrEnum):
     NOT_APPROVED = "not_approved"
     NOT_ENOUGH_APPROVALS = "not_enough_approvals"
     DAILY_CREDIT_LIMIT = "daily_credit_limit"
+    # deciding a pending policy change (approvals/policy_store.py)
+    UNKNOWN_POLICY_CHANGE = "unknown_policy_change"
+    PROPOSER_CANNOT_DECIDE = "proposer_cannot_decide"  # consent means a second person
+    POLICY_MOVED_ON = "policy_moved_on"  # the stored values it would change are not the ones it was made on
+    POLICY_CHANGE_DECIDED = "policy_change_decided"  # approved, rejected or superseded already
 
 
 class Refused(Exception):

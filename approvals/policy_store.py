@@ -1,36 +1,62 @@
 """The policy in force, stored in the database: one per database, whatever each process's environment says.
 
-Approvers, support staff, the two-person threshold, the daily limit, the approval TTL, the hold limit and
-whether the CLI may decide live in the `policy` table, one row per setting, named by its environment
-variable and holding its canonical text form (`ApprovalSettings.as_env`), so reading it back is
-`ApprovalSettings.from_env` over the rows: one typed place, one parser.
+Approvers, support staff, the two-person threshold, the daily limit, the approval TTL, the hold limit,
+whether the CLI may decide, and the model budget and prices live in the `policy` table, one row per
+setting, named by its environment variable and holding its canonical text form (`ApprovalSettings.as_env`),
+so reading it back is `ApprovalSettings.from_env` over the rows: one typed place, one parser.
 
-Who writes it: the bot when it starts (its environment is the policy), `billsleuth policy apply` on
-purpose, and — when the database holds no policy yet — the first command that needs one. Every write that
-changes something appends one `policy.changed` activity row with the old and new values of what changed.
-Everyone else only reads it, and hears (as `differences`) where their own environment disagrees.
+Rules change only with consent (issue 25 item 4). A bot start, `billsleuth policy apply` or `budget raise`
+*proposes* a change (`propose`): what narrows power applies at once; what widens it (approvals/
+policy_direction.py) is a pending row in `policy_changes` until a current approver other than its proposer
+approves it in Slack (`decide`). Bootstrap: the first policy of an empty database is stored as it is, and
+while no current approver other than the proposer exists, every change applies at once. Each step is an
+activity row (policy.proposed, policy.changed, policy.rejected, policy.superseded; refusals as
+policy.refused naming their rule) and is announced in Slack by the bot (bot/flows/policy.py), woken here
+by a NOTIFY on the outbox channel.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
 
-from sqlalchemy import select, text
+from sqlalchemy import select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from approvals import activity
-from approvals.config import POLICY_VARIABLES, ApprovalSettings, SettingsError
+from approvals.config import MODEL_BUDGET, POLICY_VARIABLES, ApprovalSettings, SettingsError
+from approvals.models import Refused, Rule
+from approvals.policy_direction import split, widens
 from engine import schema as t
 
 POLICY_CHANGED = "policy.changed"
+POLICY_PROPOSED = "policy.proposed"
+POLICY_REJECTED = "policy.rejected"
+POLICY_SUPERSEDED = "policy.superseded"
+POLICY_REFUSED = "policy.refused"
 _LOCK = "billsleuth:policy"  # one writer at a time: two bots starting together do not interleave
+OUTBOX_CHANNEL = "billsleuth_outbox"  # the bot's outbox listens here (bot/store.py): changes go out at once
 
-# Why a policy was written, as its activity row says.
+# Why a policy change was proposed, as its row and activity say.
 BOT_START = "bot start"
 APPLY = "policy apply"
 FIRST_USE = "first use"
+BUDGET_RAISE = "budget raise"
+
+# A policy change's status.
+PENDING = "pending"
+APPROVED = "approved"  # a second person consented in Slack; in force
+REJECTED = "rejected"
+APPLIED = "applied"  # in force at once: it narrows power, or nobody else could consent
+SUPERSEDED = "superseded"  # the policy moved on under it: never applied
+IN_FORCE = (APPROVED, APPLIED)
+
+
+class PolicyChangeRefused(Refused):
+    """A decision on a pending policy change was refused; only the refusal is recorded."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +77,55 @@ class Difference:
 class PolicyInForce:
     settings: ApprovalSettings  # what this process enforces: the stored policy
     differences: tuple[Difference, ...] = ()  # where this process's own environment disagrees with it
+
+
+@dataclass(frozen=True)
+class PolicyChange:
+    """One proposal to change the stored policy (a row of `policy_changes`)."""
+
+    id: int
+    proposed_by: str  # a Slack user id (`budget raise --as`), `cli:<os account>`, or `bot`
+    source: str  # the door: `cli:<os account>` or `bot start`
+    why: str
+    old: dict[str, str]  # the variables it changes, as stored when it was proposed
+    new: dict[str, str]
+    status: str
+    proposed_at: datetime | None = None
+    month: str | None = None  # a `budget raise`: the month whose model-budget limit it sets
+    decided_by: str | None = None
+
+    @property
+    def in_force(self) -> bool:
+        return self.status in IN_FORCE
+
+    def as_json(self) -> dict[str, Any]:
+        """As `policy show --json` lists a pending change (DESIGN §3), plus its status and month."""
+        return {
+            "id": self.id,
+            "proposed_by": self.proposed_by,
+            "proposed_at": self.proposed_at.isoformat() if self.proposed_at else None,
+            "status": self.status,
+            "month": self.month,
+            "changes": [
+                {"variable": name, "stored": self.old.get(name, ""), "proposed": value}
+                for name, value in self.new.items()
+            ],
+        }
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """What a proposal came to: what applied at once, what waits, and the policy in force after it."""
+
+    settings: ApprovalSettings
+    applied: PolicyChange | None = None
+    pending: PolicyChange | None = None
+    differences: tuple[Difference, ...] = field(default=())  # what the proposer asked for but is not in force
+
+
+# Called inside the transaction that puts a change in force (a model-budget change reaches the month's
+# budget row this way: agent/budget.py). It may raise Refused (POLICY_MOVED_ON) to stop the change.
+OnApply = Callable[[AsyncConnection, PolicyChange], Awaitable[None]]
 
 
 def differences(stored: ApprovalSettings, own: ApprovalSettings) -> tuple[Difference, ...]:
@@ -82,20 +157,10 @@ async def read_policy(engine: AsyncEngine) -> ApprovalSettings | None:
     return settings_from(values) if values else None
 
 
-async def store_policy(
-    engine: AsyncEngine, settings: ApprovalSettings, *, actor_type: str, actor_id: str, why: str
-) -> ApprovalSettings:
-    """Make `settings` the policy in force; one `policy.changed` row when anything changed. Returns it."""
-    async with engine.begin() as conn:
-        await _lock(conn)
-        await _write(conn, await stored_values_in(conn), settings, actor_type, actor_id, why)
-    return settings
-
-
 async def policy_in_force(
     engine: AsyncEngine, own: ApprovalSettings, *, actor_type: str, actor_id: str
 ) -> PolicyInForce:
-    """What a process that does not write the policy (a CLI command) enforces: the stored policy, or —
+    """What a process that does not propose the policy (a CLI command) enforces: the stored policy, or —
     when the database holds none yet — its own, stored now. `differences` say where `own` disagrees."""
     async with engine.begin() as conn:
         values = await stored_values_in(conn)
@@ -103,45 +168,422 @@ async def policy_in_force(
             await _lock(conn)
             values = await stored_values_in(conn)  # another process may have stored one meanwhile
             if not values:
-                await _write(conn, values, own, actor_type, actor_id, FIRST_USE)
+                await _first_policy(conn, own, actor_id, actor_id, FIRST_USE)
                 return PolicyInForce(own)
     stored = settings_from(values)
     return PolicyInForce(stored, differences(stored, own))
+
+
+# ---- proposing ----
+
+
+async def propose(
+    engine: AsyncEngine,
+    proposed: ApprovalSettings,
+    *,
+    proposer: str,
+    source: str,
+    why: str,
+    on_apply: OnApply | None = None,
+) -> Proposal:
+    """Propose `proposed` as the policy: narrowing parts apply at once, widening parts wait for consent
+    (or apply at once while nobody but the proposer could give it). On an empty database it is stored as
+    it is. The same pending change proposed again (a bot restarting) is not a second row."""
+    async with engine.begin() as conn:
+        await _lock(conn)
+        values = await stored_values_in(conn)
+        if not values:
+            applied = await _first_policy(conn, proposed, proposer, source, why)
+            return Proposal(proposed, applied=applied)
+        stored = settings_from(values)
+        narrowing, widening = split(stored, proposed)
+        if widening and not _someone_else_can_consent(stored, proposer):
+            narrowing, widening = narrowing + widening, []
+        applied = pending = None
+        if narrowing:
+            old = {c.variable: c.stored for c in narrowing}
+            new = {c.variable: c.proposed for c in narrowing}
+            applied = await _insert(conn, proposer, source, why, old, new, APPLIED)
+            await _put_in_force(conn, applied, on_apply)
+        if widening:
+            old = {c.variable: c.stored for c in widening}
+            new = {c.variable: c.proposed for c in widening}
+            pending = await _pending_twin(conn, old, new, None) or await _propose_pending(
+                conn, proposer, source, why, old, new, None
+            )
+        in_force = settings_from(await stored_values_in(conn))
+    return Proposal(in_force, applied, pending, differences(in_force, proposed))
+
+
+async def propose_month_budget(
+    engine: AsyncEngine,
+    month: str,
+    old_limit: str,
+    new_limit: str,
+    *,
+    proposer: str,
+    source: str,
+    on_apply: OnApply,
+) -> PolicyChange:
+    """`budget raise`: this month's model-budget limit from `old_limit` to `new_limit` (texts; "" is
+    none). A higher limit waits for a second approver; a lower one applies at once (`on_apply` sets it)."""
+    old, new = {MODEL_BUDGET: old_limit}, {MODEL_BUDGET: new_limit}
+    async with engine.begin() as conn:
+        await _lock(conn)
+        stored = settings_from(await stored_values_in(conn))
+        before = stored.model_copy(update={"model_budget": _usd_or_none(old_limit)})
+        after = stored.model_copy(update={"model_budget": _usd_or_none(new_limit)})
+        if widens(MODEL_BUDGET, before, after) and _someone_else_can_consent(stored, proposer):
+            twin = await _pending_twin(conn, old, new, month)
+            return twin or await _propose_pending(conn, proposer, source, BUDGET_RAISE, old, new, month)
+        change = await _insert(conn, proposer, source, BUDGET_RAISE, old, new, APPLIED, month)
+        await _put_in_force(conn, change, on_apply)
+    return change
+
+
+def _usd_or_none(value: str) -> Any:
+    from decimal import Decimal
+
+    return Decimal(value) if value else None
+
+
+def _someone_else_can_consent(stored: ApprovalSettings, proposer: str) -> bool:
+    """Bootstrap: with no current approver other than the proposer, nobody could consent."""
+    return bool(stored.approvers - {proposer})
+
+
+# ---- deciding (Slack) ----
+
+
+async def decide(
+    engine: AsyncEngine,
+    change_id: int,
+    *,
+    approver: str,
+    approve: bool,
+    source: str,
+    approver_is_bot: bool = False,
+    on_apply: OnApply | None = None,
+) -> PolicyChange:
+    """A current approver other than the proposer approves (the change is put in force) or rejects a
+    pending change. Refusals (PolicyChangeRefused, with its rule) record only themselves."""
+    try:
+        async with engine.begin() as conn:
+            await _lock(conn)
+            change = await _change(conn, change_id, lock=True)
+            stored = settings_from(await stored_values_in(conn))
+            _check_decider(change, stored, approver, approver_is_bot)
+            if not approve:
+                return await _reject(conn, change, approver, source)
+            values = await stored_values_in(conn)
+            if change.month is None and any(values.get(k) != v for k, v in change.old.items()):
+                raise PolicyChangeRefused(Rule.POLICY_MOVED_ON, _moved_on(change))
+            decided = await _mark(conn, change, APPROVED, approver, source)
+            await _put_in_force(conn, decided, on_apply, details={"approved_by": approver})
+            return decided
+    except PolicyChangeRefused as refused:
+        if refused.rule == Rule.POLICY_MOVED_ON:
+            await _supersede_alone(engine, change_id)
+        await activity.record_refusal(
+            engine,
+            activity.USER,
+            approver,
+            POLICY_REFUSED,
+            "policy_change",
+            str(change_id),
+            rule=refused.rule,
+            message=refused.message,
+            details={"decision": "approve" if approve else "reject", "source": source},
+        )
+        raise
+
+
+def _check_decider(change: PolicyChange, stored: ApprovalSettings, approver: str, is_bot: bool) -> None:
+    if change.status != PENDING:
+        raise PolicyChangeRefused(
+            Rule.POLICY_CHANGE_DECIDED, f"policy change #{change.id} is already {change.status}"
+        )
+    if is_bot:
+        raise PolicyChangeRefused(Rule.APPROVER_IS_BOT, "a bot cannot decide a policy change")
+    if approver not in stored.approvers:
+        raise PolicyChangeRefused(Rule.NOT_AN_APPROVER, f"{approver} is not a current approver")
+    if approver == change.proposed_by:
+        raise PolicyChangeRefused(
+            Rule.PROPOSER_CANNOT_DECIDE,
+            f"{approver} proposed policy change #{change.id}; another approver must decide it",
+        )
+
+
+def _moved_on(change: PolicyChange) -> str:
+    return f"the policy changed since #{change.id} was proposed; propose it again"
+
+
+async def _supersede_alone(engine: AsyncEngine, change_id: int) -> None:
+    """A change found moved on is marked superseded (in its own transaction: the refusal rolled back)."""
+    async with engine.begin() as conn:
+        await _lock(conn)
+        change = await _change(conn, change_id, lock=True)
+        if change.status == PENDING:
+            await _supersede(conn, change)
+
+
+async def _reject(conn: AsyncConnection, change: PolicyChange, approver: str, source: str) -> PolicyChange:
+    decided = await _mark(conn, change, REJECTED, approver, source)
+    await activity.record(
+        conn,
+        activity.USER,
+        approver,
+        POLICY_REJECTED,
+        "policy_change",
+        str(change.id),
+        {**_facts(change), "source": source},
+    )
+    await _notify(conn)
+    return decided
+
+
+# ---- reading ----
+
+
+async def pending_changes(engine: AsyncEngine) -> list[PolicyChange]:
+    """The changes waiting for a second person, oldest first."""
+    c = t.policy_changes.c
+    async with engine.connect() as conn:
+        rows = await conn.execute(select(t.policy_changes).where(c.status == PENDING).order_by(c.id))
+        return [_of(row) for row in rows]
+
+
+async def get_change(engine: AsyncEngine, change_id: int) -> PolicyChange:
+    async with engine.connect() as conn:
+        return await _change(conn, change_id, lock=False)
+
+
+async def _change(conn: AsyncConnection, change_id: int, *, lock: bool) -> PolicyChange:
+    query = select(t.policy_changes).where(t.policy_changes.c.id == change_id)
+    row = (await conn.execute(query.with_for_update() if lock else query)).first()
+    if row is None:
+        raise PolicyChangeRefused(Rule.UNKNOWN_POLICY_CHANGE, f"there is no policy change #{change_id}")
+    return _of(row)
+
+
+def _of(row: Any) -> PolicyChange:
+    return PolicyChange(
+        id=row.id,
+        proposed_by=row.proposed_by,
+        source=row.source,
+        why=row.why,
+        old=dict(row.old_values),
+        new=dict(row.new_values),
+        status=row.status,
+        proposed_at=row.proposed_at,
+        month=row.month,
+        decided_by=row.decided_by,
+    )
+
+
+# ---- announcing (the bot) ----
+
+
+async def claim_unannounced(conn: AsyncConnection) -> PolicyChange | None:
+    """The oldest change whose status Slack has not heard of, locked for this transaction (another bot
+    process skips it); `mark_announced` in the same transaction once told."""
+    c = t.policy_changes.c
+    query = (
+        select(t.policy_changes)
+        .where(c.announced.is_distinct_from(c.status))
+        .order_by(c.id)
+        .limit(1)
+        .with_for_update(skip_locked=True)
+    )
+    row = (await conn.execute(query)).first()
+    return None if row is None else _of(row)
+
+
+async def mark_announced(conn: AsyncConnection, change: PolicyChange) -> None:
+    c = t.policy_changes.c
+    await conn.execute(update(t.policy_changes).where(c.id == change.id).values(announced=change.status))
+
+
+# ---- writing ----
 
 
 async def _lock(conn: AsyncConnection) -> None:
     await conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": _LOCK})
 
 
-async def _write(
-    conn: AsyncConnection,
-    stored: Mapping[str, str],
-    settings: ApprovalSettings,
-    actor_type: str,
-    actor_id: str,
-    why: str,
-) -> None:
+async def _notify(conn: AsyncConnection) -> None:
+    """Wake the bot's outbox on commit: the change is announced at once, not at the next poll."""
+    await conn.execute(text("SELECT pg_notify(:channel, 'policy')"), {"channel": OUTBOX_CHANNEL})
+
+
+async def _first_policy(
+    conn: AsyncConnection, settings: ApprovalSettings, proposer: str, source: str, why: str
+) -> PolicyChange:
+    """Bootstrap: an empty database takes the first policy as it is. It is on record (its change row and
+    `policy.changed`) but not announced in Slack: it changes nothing anyone relied on, and every later
+    change is announced."""
     new = settings.as_env()
-    changed = [name for name in POLICY_VARIABLES if stored.get(name) != new[name]]
-    if not changed:
-        return
-    upsert = pg_insert(t.policy).values([{"name": name, "value": new[name]} for name in changed])
+    change = await _insert(conn, proposer, source, why, dict.fromkeys(new, ""), new, APPLIED, announced=True)
+    await _put_in_force(conn, change, None, details={"first": True})
+    return change
+
+
+async def _insert(
+    conn: AsyncConnection,
+    proposer: str,
+    source: str,
+    why: str,
+    old: dict[str, str],
+    new: dict[str, str],
+    status: str,
+    month: str | None = None,
+    *,
+    announced: bool = False,
+) -> PolicyChange:
+    row = (
+        await conn.execute(
+            pg_insert(t.policy_changes)
+            .values(
+                proposed_by=proposer,
+                source=source,
+                why=why,
+                month=month,
+                old_values=old,
+                new_values=new,
+                status=status,
+                announced=status if announced else None,
+            )
+            .returning(t.policy_changes)
+        )
+    ).one()
+    return _of(row)
+
+
+async def _pending_twin(
+    conn: AsyncConnection, old: dict[str, str], new: dict[str, str], month: str | None
+) -> PolicyChange | None:
+    c = t.policy_changes.c
+    rows = await conn.execute(
+        select(t.policy_changes).where(c.status == PENDING, c.month.is_not_distinct_from(month))
+    )
+    return next((_of(r) for r in rows if dict(r.old_values) == old and dict(r.new_values) == new), None)
+
+
+async def _propose_pending(
+    conn: AsyncConnection,
+    proposer: str,
+    source: str,
+    why: str,
+    old: dict[str, str],
+    new: dict[str, str],
+    month: str | None,
+) -> PolicyChange:
+    change = await _insert(conn, proposer, source, why, old, new, PENDING, month)
+    await activity.record(
+        conn,
+        activity.USER if source.startswith("cli:") else activity.SYSTEM,
+        proposer,
+        POLICY_PROPOSED,
+        "policy_change",
+        str(change.id),
+        {"change_id": change.id, "why": why, "old": old, "new": new, "month": month, "source": source},
+    )
+    await _notify(conn)
+    return change
+
+
+async def _mark(
+    conn: AsyncConnection, change: PolicyChange, status: str, decided_by: str | None, source: str | None
+) -> PolicyChange:
+    c = t.policy_changes.c
+    row = (
+        await conn.execute(
+            update(t.policy_changes)
+            .where(c.id == change.id)
+            .values(status=status, decided_by=decided_by, decision_source=source, decided_at=text("now()"))
+            .returning(t.policy_changes)
+        )
+    ).one()
+    return _of(row)
+
+
+async def _put_in_force(
+    conn: AsyncConnection,
+    change: PolicyChange,
+    on_apply: OnApply | None,
+    *,
+    details: Mapping[str, Any] | None = None,
+) -> None:
+    """Write the change's values (a month's budget goes through `on_apply`), record `policy.changed`,
+    supersede what it moved on under, and wake the bot to announce it."""
+    first = bool((details or {}).get("first"))
+    if change.month is None:
+        await _write_values(conn, change.new)
+    elif on_apply is None:
+        raise ValueError("a month's model-budget change needs on_apply to reach the month's budget")
+    if on_apply is not None:
+        await on_apply(conn, change)
+    await activity.record(
+        conn,
+        activity.USER if change.source.startswith("cli:") or change.decided_by else activity.SYSTEM,
+        change.decided_by or change.proposed_by,
+        POLICY_CHANGED,
+        "policy",
+        "policy",
+        {
+            "why": change.why,
+            "change_id": change.id,
+            "proposed_by": change.proposed_by,
+            "month": change.month,
+            # The first policy had nothing before it: null, not the empty text of an empty list.
+            "old": {name: None if first else change.old.get(name) for name in change.new},
+            "new": change.new,
+            **(details or {}),
+        },
+    )
+    await _supersede_moved_on(conn, change)
+    await _notify(conn)
+
+
+async def _write_values(conn: AsyncConnection, new: Mapping[str, str]) -> None:
+    upsert = pg_insert(t.policy).values([{"name": name, "value": value} for name, value in new.items()])
     await conn.execute(
         upsert.on_conflict_do_update(
             index_elements=[t.policy.c.name],
             set_={"value": upsert.excluded.value, "updated_at": text("now()")},
         )
     )
+
+
+async def _supersede_moved_on(conn: AsyncConnection, applied: PolicyChange) -> None:
+    """Pending changes made on values that are no longer stored can never apply as their approver saw
+    them: they end as superseded (and their cards say so)."""
+    c = t.policy_changes.c
+    rows = await conn.execute(select(t.policy_changes).where(c.status == PENDING, c.id != applied.id))
+    values = await stored_values_in(conn)
+    for row in rows.all():
+        other = _of(row)
+        if other.month is not None:
+            moved = other.month == applied.month
+        else:
+            moved = any(values.get(k) != v for k, v in other.old.items())
+        if moved:
+            await _supersede(conn, other)
+
+
+async def _supersede(conn: AsyncConnection, change: PolicyChange) -> None:
+    await _mark(conn, change, SUPERSEDED, None, None)
     await activity.record(
         conn,
-        actor_type,
-        actor_id,
-        POLICY_CHANGED,
-        "policy",
-        "policy",
-        {
-            "why": why,
-            "old": {name: stored.get(name) for name in changed},
-            "new": {name: new[name] for name in changed},
-        },
+        activity.SYSTEM,
+        activity.BILLSLEUTH,
+        POLICY_SUPERSEDED,
+        "policy_change",
+        str(change.id),
+        _facts(change),
     )
+    await _notify(conn)
+
+
+def _facts(change: PolicyChange) -> dict[str, Any]:
+    return {"change_id": change.id, "old": change.old, "new": change.new, "month": change.month}

@@ -281,6 +281,41 @@ policy = Table(
     Instant("updated_at", nullable=False, server_default=func.now()),
 )
 
+# Policy changes (migration 0013): each proposal, its old and new values (only the variables it changes),
+# and where it stands: `applied` at once (it narrows power, or nobody else could consent), `pending` until
+# a current approver other than its proposer approves (`approved`) or rejects it in Slack, `superseded`
+# when the policy moved on under it. `month`: a `budget raise` (that month's model-budget limit). The bot
+# announces each status once (`announced`), and remembers the cards it posted (policy_change_messages).
+policy_changes = Table(
+    "policy_changes",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Instant("proposed_at", nullable=False, server_default=func.now()),
+    Column("proposed_by", Text, nullable=False),
+    Column("source", Text, nullable=False),
+    Column("why", Text, nullable=False),
+    Column("month", Text),
+    Column("old_values", JSONB, nullable=False),
+    Column("new_values", JSONB, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("decided_by", Text),
+    Column("decision_source", Text),
+    Instant("decided_at"),
+    Column("announced", Text),
+)
+
+policy_change_messages = Table(
+    "policy_change_messages",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column("change_id", BigInteger, ForeignKey("policy_changes.id"), nullable=False),
+    Column("recipient", Text, nullable=False),
+    Column("channel", Text, nullable=False),
+    Column("ts", Text, nullable=False),
+    Column("shows", Text, nullable=False),
+    UniqueConstraint("change_id", "recipient", name="policy_change_messages_once"),
+)
+
 # Changes Slack must show, written by triggers in the changing transaction (migration 0006); the bot
 # drains and deletes them (bot/flows/outbox.py).
 outbox = Table(

@@ -351,6 +351,7 @@ async def test_the_pause_survives_a_restart_and_lifts_on_budget_raise(db_url: st
         "BILLSLEUTH_MODEL_PRICES": '{"stub-model": {"input": 100, "output": 1000}}',
         "BILLSLEUTH_MODEL_BUDGET": "1.00",
         "BILLSLEUTH_APPROVERS": "U0FIN1",
+        "BILLSLEUTH_CLI_DECISIONS": "on",  # a raise from the CLI is a break-glass decision
     }
     async with OpenAIStub([call("list_invoices"), *correct_model(last["truth"])], usage=ONE_CALL) as stub:
         async with case_service(db_url, budgeted(stub), SETTINGS) as service:
@@ -482,3 +483,45 @@ async def test_a_reservation_a_dead_process_left_behind_does_not_hold_the_budget
     assert "investigator_note" not in case and len(stub.requests) == 3  # 0.40 of 1.00 held: room left
     left = await rows(db_url, select(schema.model_reservations.c.case_id))
     assert [r.case_id for r in left] == ["CASE-0999"]  # the live one stays; the dead one is gone
+
+
+async def test_a_paused_month_holds_for_a_process_whose_environment_names_no_budget(db_url: str) -> None:
+    """Model spend rules are policy (issue 25 item 6): the budget is the stored one, and a paused month is
+    paused for every process — a `case open` whose shell has no BILLSLEUTH_MODEL_BUDGET included."""
+    sc, month = scenario(FAULTY), month_of()
+    policy = {
+        "BILLSLEUTH_APPROVERS": "U0FIN1",
+        "BILLSLEUTH_MODEL_BUDGET": "1.00",
+        "BILLSLEUTH_MODEL_PRICES": '{"stub-model": {"input": 100, "output": 1000}}',
+    }
+    assert (await asyncio.to_thread(billsleuth, db_url, "policy", "apply", **policy)).returncode == 0
+    await spend_already(db_url, "1.00")
+    engine = create_engine(db_url)
+    try:
+        async with engine.begin() as conn:  # what the call that reached the limit left behind
+            await conn.execute(
+                text("INSERT INTO model_budget_months (month, paused_at) VALUES (:month, now())"),
+                {"month": month},
+            )
+    finally:
+        await engine.dispose()
+    async with OpenAIStub([call("list_invoices")] * 3, usage=ONE_CALL) as stub:
+        no_budget = {
+            "OPENAI_API_KEY": "test",
+            "OPENAI_BASE_URL": stub.base_url,
+            "BILLSLEUTH_MODEL": "stub-model",
+            "BILLSLEUTH_INVESTIGATOR": "llm",
+            "BILLSLEUTH_APPROVERS": "U0FIN1",
+        }
+        opened = await asyncio.to_thread(
+            billsleuth, db_url, "case", "open", sc["customer_id"], sc["question"], "--as", "U0SUP", "--json",
+            **no_budget,
+        )  # fmt: skip
+        assert opened.returncode == 0, opened.stderr
+        assert stub.requests == []  # the model was not asked
+    case = json.loads(opened.stdout)
+    assert (
+        case["investigator_note"]
+        == f"Investigated by the offline auditor: the model budget for {month} is spent"
+    )
+    assert "BILLSLEUTH_MODEL_BUDGET is 1 in the database, (empty) here" in opened.stderr

@@ -105,15 +105,30 @@ def test_a_shell_that_disagrees_warns_doctor_shows_it_and_apply_stores_it_on_pur
     assert APPROVERS in doctor.stdout and "billsleuth policy apply" in doctor.stdout
     assert "✓ policy: the stored policy matches" in cli(first, "doctor").stdout
     assert len(policy_rows(db_url)) == 1  # nobody but the first command wrote it
+    # An added approver widens power: apply proposes it, and nothing changes until another approver consents
+    # in Slack (tests/bot/test_policy_changes.py clicks it through).
     applied = cli(wider, "policy", "apply")
     assert applied.returncode == 0, applied.stderr
+    assert "pending until another current approver approves it in Slack" in applied.stdout
+    assert len(policy_rows(db_url)) == 1
+    (pending,) = shown(wider)["pending"]
+    assert pending["proposed_by"] == f"cli:{os_account()}"
+    assert pending["changes"] == [
+        {"variable": APPROVERS, "stored": FINANCE[0], "proposed": f"{FINANCE[0]},{FINANCE[1]}"}
+    ]
+    assert len(shown(wider)["differences"]) == 1
+    again = cli(wider, "policy", "apply")
+    assert again.returncode == 0 and len(shown(wider)["pending"]) == 1  # the same proposal is not a second
+    # Removing every approver narrows power: it applies at once (audited).
+    nobody = shell(db_url, BILLSLEUTH_APPROVERS="")
+    assert cli(nobody, "policy", "apply").returncode == 0
     (_, (actor, details)) = policy_rows(db_url)
     assert actor == f"cli:{os_account()}" and details["why"] == "policy apply"
-    assert details["old"] == {APPROVERS: FINANCE[0]}
-    assert details["new"] == {APPROVERS: f"{FINANCE[0]},{FINANCE[1]}"}
-    assert shown(wider)["differences"] == []
-    again = cli(wider, "policy", "apply")
-    assert again.returncode == 0 and "nothing changed" in again.stdout
+    assert details["old"] == {APPROVERS: FINANCE[0]} and details["new"] == {APPROVERS: ""}
+    assert shown(nobody)["differences"] == []
+    assert shown(nobody)["pending"] == []  # the pending change was made on a list that is gone: superseded
+    unchanged = cli(nobody, "policy", "apply")
+    assert unchanged.returncode == 0 and "nothing changed" in unchanged.stdout
     assert len(policy_rows(db_url)) == 2  # an apply that changes nothing is not a change
 
 

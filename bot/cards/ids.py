@@ -21,6 +21,8 @@ RESUBMIT_ACTION_ID = "case_resubmit"
 PICK_CUSTOMER_ACTION_ID = "case_pick_customer"
 OPEN_LINKED_CASE_ACTION_ID = "case_open_linked"
 SWEEP_OPEN_CASE_ACTION_ID = "sweep_open_case"  # a finding's button on the findings digest
+POLICY_APPROVE_ACTION_ID = "policy_change_approve"  # a pending policy change's card
+POLICY_REJECT_ACTION_ID = "policy_change_reject"
 REQUEST_CHANGES_MODAL_CALLBACK_ID = "credit_note_request_changes_question"
 RESUBMIT_MODAL_CALLBACK_ID = "case_resubmit_answer"
 ANSWER_BLOCK_ID = "answer"
@@ -37,7 +39,7 @@ _BLOCK_ID = re.compile(r"^(?P<kind>[a-z]+):(?P<key>.+):(?P<part>[a-z0-9_]+):r(?P
 
 @dataclass(frozen=True)
 class BlockRef:
-    kind: str  # "cn" (credit note card), "case" (progress / explanation), "home"
+    kind: str  # "cn" (credit note card), "case" (progress / explanation), "home", "pc" (policy change)
     key: str  # the credit note or case id
     part: str  # which block of the card: "decide", "head", …
     revision: int

@@ -115,12 +115,33 @@ def render_standing(shown: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+async def _spend_in_force(engine: Any, source: str) -> tuple[Any, Any]:
+    """The stored policy (warning where this shell's environment disagrees) and its model budget and prices:
+    what every process enforces, whatever its own BILLSLEUTH_MODEL_BUDGET says."""
+    from agent.costs import SpendSettings
+    from approvals import activity, policy_store
+    from approvals.config import ApprovalSettings
+    from bot.cli.common import warn_policy_differences
+    from engine.settings import SettingsError
+
+    try:
+        own = ApprovalSettings.from_env()
+    except SettingsError as error:
+        raise CommandError(str(error)) from None
+    in_force = await policy_store.policy_in_force(engine, own, actor_type=activity.USER, actor_id=source)
+    warn_policy_differences(in_force.differences)
+    return in_force.settings, SpendSettings.of_policy(in_force.settings)
+
+
 def run_show(args: argparse.Namespace) -> int:
     from agent.budget import standing
-    from bot.cli.common import print_json
+    from bot.cli.common import cli_source, print_json
 
-    settings = _spend_settings()
-    shown = on_database(lambda engine: standing(engine, settings)).as_json()
+    async def show(engine: Any) -> Any:
+        _, spend = await _spend_in_force(engine, cli_source())
+        return await standing(engine, spend)
+
+    shown = on_database(show).as_json()
     if args.json:
         print_json(shown)
     else:
@@ -129,58 +150,82 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_raise(args: argparse.Namespace) -> int:
+    """Propose this month's limit: a policy change (DESIGN §3), so a higher one waits for a second
+    approver in Slack; like approve/reject/cancel --as it is a CLI decision, refused unless the stored
+    policy opens that door."""
     from agent import budget
-    from agent.costs import parse_usd, usd
-    from approvals import activity, policy_store
-    from approvals.config import ApprovalSettings
-    from bot.cli.common import cli_source, print_json, warn_policy_differences
+    from agent.costs import parse_usd
+    from approvals.models import Rule
+    from bot.cli.common import cli_source
     from engine.settings import SettingsError
 
-    settings = _spend_settings()
     try:
         amount = parse_usd("AMOUNT", args.amount)
-        own = ApprovalSettings.from_env()
     except SettingsError as error:
         raise CommandError(str(error)) from None
     who, source = args.as_user.strip(), cli_source()
 
-    async def raise_it(engine: Any) -> budget.Raised | None:
-        in_force = await policy_store.policy_in_force(engine, own, actor_type=activity.USER, actor_id=source)
-        warn_policy_differences(in_force.differences)
-        if who not in in_force.settings.approvers:
-            await activity.record_refusal(
-                engine,
-                activity.USER,
-                who,
-                budget.RAISED,
-                budget.ENTITY,
-                budget.month_of(),
-                rule="not_an_approver",
-                message=f"{who} is not an approver",
-                details={"amount": usd(amount), "source": source},
-            )
-            return None
-        return await budget.raise_limit(engine, settings, amount, by=who, source=source)
+    async def raise_it(engine: Any) -> tuple[Any, Any] | tuple[str, str]:
+        policy, spend = await _spend_in_force(engine, source)
+        if not policy.cli_decisions:
+            message = "decisions from the CLI are off in the stored policy; a budget raise is one of them"
+            return await _refuse(engine, who, source, amount, Rule.CLI_DECISIONS_OFF, message)
+        if who not in policy.approvers:
+            message = f"{who} is not an approver: only an approver may raise the model budget"
+            return await _refuse(engine, who, source, amount, Rule.NOT_AN_APPROVER, message)
+        was_paused = (await budget.standing(engine, spend)).paused
+        change = await budget.propose_raise(engine, spend, amount, by=who, source=source)
+        return change, (was_paused, (await budget.standing(engine, spend)).paused)
 
-    raised = on_database(raise_it)
-    if raised is None:
-        raise CommandError(f"{who} is not an approver: only an approver may raise the model budget")
-    if args.json:
+    first, second = on_database(raise_it)
+    if isinstance(first, str):
+        raise CommandError(second if first == Rule.NOT_AN_APPROVER else f"{second} ({first})")
+    return _print_raise(first, second, as_json=args.json)
+
+
+async def _refuse(
+    engine: Any, who: str, source: str, amount: Any, rule: str, message: str
+) -> tuple[str, str]:
+    from agent import budget
+    from agent.costs import usd
+    from approvals import activity
+
+    await activity.record_refusal(
+        engine, activity.USER, who, budget.RAISED, budget.ENTITY, budget.month_of(),
+        rule=rule, message=message, details={"amount": usd(amount), "source": source},
+    )  # fmt: skip
+    return rule, message
+
+
+def _print_raise(change: Any, pauses: tuple[bool, bool], *, as_json: bool) -> int:
+    """`--json`: `{month, old, new, status, paused, policy_change{…}}`; else one line."""
+    from agent.budget import BUDGET
+    from bot.cli.common import print_json
+
+    old, new = change.old.get(BUDGET) or None, change.new[BUDGET]
+    if as_json:
         print_json(
             {
-                "month": raised.month,
-                "old": usd(raised.old),
-                "new": usd(raised.new),
-                "resumed": raised.resumed,
-                "paused": raised.still_paused,
+                "month": change.month,
+                "old": old,
+                "new": new,
+                "status": change.status,
+                "paused": pauses[1],
+                "policy_change": change.as_json(),
             }
         )
         return 0
-    old = "none" if raised.old is None else f"${raised.old:f}"
-    line = f"Model budget for {raised.month} set to ${raised.new:f} (was {old}) by {who}."
-    if raised.resumed:
+    was = "none" if old is None else f"${old}"
+    if change.status == "pending":
+        print(
+            f"Proposed the model budget for {change.month}: ${new} (now {was}) as policy change "
+            f"#{change.id}; it takes effect once another approver approves it in Slack."
+        )
+        return 0
+    line = f"Model budget for {change.month} set to ${new} (was {was}) by {change.proposed_by}."
+    if pauses == (True, False):
         line += " The model investigator is resumed."
-    elif raised.still_paused:
+    elif pauses[1]:
         line += " Spend is still at or above it: the model investigator stays paused."
     print(line)
     return 0

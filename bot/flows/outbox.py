@@ -25,6 +25,7 @@ from agent.state import UNFINISHED
 from bot import store
 from bot.flows.home import publish_home
 from bot.flows.notices import remind_approvers, tell_approvers, tell_finance_of_budget, tell_requester
+from bot.flows.policy import announce_policy_changes
 from bot.flows.show import redraw_if_behind
 from bot.runtime import BotRuntime
 from engine.db import libpq_url_of
@@ -150,12 +151,13 @@ async def _notified(listener: psycopg.AsyncConnection, timeout: float) -> bool:
 
 
 async def _deliver_logged(runtime: BotRuntime) -> None:
-    """Deliver the outbox, then remind approvers whose notes are halfway to expiry and tell finance of
-    model-budget thresholds crossed; a failure is logged and tried again at the next wake-up, so the watch
-    itself never dies of one."""
+    """Deliver the outbox, then remind approvers whose notes are halfway to expiry, tell finance of
+    model-budget thresholds crossed and announce policy changes; a failure is logged and tried again at the
+    next wake-up, so the watch itself never dies of one."""
     try:
         await deliver_changes(runtime)
         await remind_approvers(runtime)
         await tell_finance_of_budget(runtime)
+        await announce_policy_changes(runtime)
     except Exception:
         log.exception("could not deliver the outbox; trying again at the next change or poll")
