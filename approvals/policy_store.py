@@ -184,7 +184,7 @@ async def propose(
     proposer: str,
     source: str,
     why: str,
-    on_apply: OnApply | None = None,
+    on_apply: OnApply | None,
 ) -> Proposal:
     """Propose `proposed` as the policy: narrowing parts apply at once, widening parts wait for consent
     (or apply at once while nobody but the proposer could give it). On an empty database it is stored as
@@ -262,8 +262,8 @@ async def decide(
     approver: str,
     approve: bool,
     source: str,
+    on_apply: OnApply | None,
     approver_is_bot: bool = False,
-    on_apply: OnApply | None = None,
 ) -> PolicyChange:
     """A current approver other than the proposer approves (the change is put in force) or rejects a
     pending change. Refusals (PolicyChangeRefused, with its rule) record only themselves."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -88,17 +88,27 @@ def revision_check(name: str, revision: Revision) -> Check:
 async def check_policy(engine: AsyncEngine, *, current: bool) -> Check:
     """The stored policy (what every process enforces) against this environment's."""
     from approvals.config import ApprovalSettings, SettingsError
-    from approvals.policy_store import differences, read_policy
+    from approvals.policy_store import differences, pending_changes, read_policy
 
     if not current:
         return Check("policy", "warn", "not read: the schema is behind", "run `billsleuth db upgrade`")
     try:
         own = ApprovalSettings.from_env()
         stored = await read_policy(engine)
+        pending = await pending_changes(engine)
     except SettingsError as error:
         return Check("policy", "fail", str(error))
     if stored is None:
         return Check("policy", "ok", "none stored yet: the bot's start (or the first command) stores it")
+    if pending:
+        return Check(
+            "policy",
+            "warn",
+            f"{len(pending)} policy change(s) wait for an approver's consent in Slack: "
+            + ", ".join(f"#{c.id} ({', '.join(c.new)})" for c in pending),
+            "a current approver other than the proposer approves or rejects it on its card; "
+            "`billsleuth policy show` lists them",
+        )
     apart = differences(stored, own)
     if not apart:
         return Check("policy", "ok", "the stored policy matches this environment")
@@ -260,11 +270,12 @@ async def check_model_costs() -> list[Check]:
                     f"{config.model} at ${price.input:f} in / ${price.output:f} out per 1M tokens",
                 )
             )
-    if config.spend.monthly_budget is None and config.investigator != "llm":
-        return checks
     engine = create_engine(database_url())
     try:
-        shown = await standing(engine, config.spend)
+        spend = await _spend_in_force(engine, config.spend)
+        if spend.monthly_budget is None and config.investigator != "llm":
+            return checks
+        shown = await standing(engine, spend)
     except Exception:
         return checks  # check_database says why the database cannot be read
     finally:
@@ -290,6 +301,16 @@ async def check_model_costs() -> list[Check]:
     else:
         checks.append(Check("model budget", "ok", detail))
     return checks
+
+
+async def _spend_in_force(engine: AsyncEngine, own: Any) -> Any:
+    """The stored policy's model budget and prices (what every process enforces); this environment's
+    while none is stored."""
+    from agent.costs import SpendSettings
+    from approvals.policy_store import read_policy
+
+    stored = await read_policy(engine)
+    return own if stored is None else SpendSettings.of_policy(stored)
 
 
 async def check_approvers() -> list[Check]:

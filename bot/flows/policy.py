@@ -165,4 +165,5 @@ async def decide_policy_change(runtime: BotRuntime, click: PolicyClick, *, appro
     except Refused as refused:
         notice = refusal(str(refused.rule), refused.message)
         await tell(runtime, click.user_id, notice, channel=click.channel, thread_ts=click.thread_ts)
+    await runtime.service.settings_in_force()  # a change in force holds here from this click on
     await announce_policy_changes(runtime)  # the cards say what became of it, at once
