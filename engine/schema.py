@@ -20,6 +20,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     func,
+    text,
     true,
 )
 from sqlalchemy.dialects.postgresql import JSONB, TIMESTAMP
@@ -302,6 +303,7 @@ policy_changes = Table(
     Column("decision_source", Text),
     Instant("decided_at"),
     Column("announced", Text),
+    Index("ix_policy_changes_unannounced", "id", postgresql_where=text("announced IS DISTINCT FROM status")),
 )
 
 policy_change_messages = Table(

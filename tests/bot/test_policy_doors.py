@@ -1,6 +1,7 @@
-"""Who decides, and from where: the bot's start writes the stored policy (audited); CLI votes are judged by
-that stored policy whatever the shell's environment says, and refused unless it opens the CLI's door; every
-vote records its door (slack:<team id> or cli:<os account>), and a CLI vote says so on the card."""
+"""Who decides, and from where: the bot's start proposes the stored policy (audited; what widens power waits
+for consent, tests/bot/test_policy_changes.py); CLI votes are judged by that stored policy whatever the
+shell's environment says, and refused unless it opens the CLI's door; every vote records its door
+(slack:<team id> or cli:<os account>), and a CLI vote says so on the card."""
 
 from __future__ import annotations
 
@@ -71,7 +72,7 @@ def activity(db_url: str, action: str) -> list[dict[str, Any]]:
     return [details for (details,) in rows]
 
 
-async def test_each_bot_start_writes_its_policy_and_every_change_is_audited_old_and_new(
+async def test_each_bot_start_proposes_its_policy_and_every_change_is_audited_old_and_new(
     ready_db_url: str, slack: SlackRecorder
 ) -> None:
     settings = slack.settings(signing_secret=SECRET)
@@ -82,23 +83,33 @@ async def test_each_bot_start_writes_its_policy_and_every_change_is_audited_old_
     (first,) = activity(ready_db_url, "policy.changed")
     assert first["why"] == "bot start" and first["old"]["BILLSLEUTH_APPROVERS"] is None
     assert first["new"]["BILLSLEUTH_APPROVERS"] == ",".join(sorted(FINANCE[:2]))
+    # A start that widens power proposes; until an approver consents the stored policy holds, here too.
     async with running_bot(ready_db_url, settings, approval_settings=three, **OPTIONS) as bot:
-        assert bot.runtime.approval_settings == three
-    _, second = activity(ready_db_url, "policy.changed")
-    assert second["old"] == {
+        assert bot.runtime.approval_settings == two
+    (proposed,) = activity(ready_db_url, "policy.proposed")
+    assert proposed["why"] == "bot start"
+    assert proposed["old"] == {
         "BILLSLEUTH_APPROVERS": ",".join(sorted(FINANCE[:2])),
         "BILLSLEUTH_CLI_DECISIONS": "off",
     }
-    assert second["new"] == {
+    assert proposed["new"] == {
         "BILLSLEUTH_APPROVERS": ",".join(sorted(FINANCE)),
         "BILLSLEUTH_CLI_DECISIONS": "on",
     }
-    async with running_bot(ready_db_url, settings, approval_settings=three, **OPTIONS):
+    assert len(activity(ready_db_url, "policy.changed")) == 1
+    # A start that narrows power applies at once.
+    one = ApprovalSettings(approvers=frozenset(FINANCE[:1]))
+    async with running_bot(ready_db_url, settings, approval_settings=one, **OPTIONS) as bot:
+        assert bot.runtime.approval_settings == one
+    _, second = activity(ready_db_url, "policy.changed")
+    assert second["old"] == {"BILLSLEUTH_APPROVERS": ",".join(sorted(FINANCE[:2]))}
+    assert second["new"] == {"BILLSLEUTH_APPROVERS": FINANCE[0]}
+    async with running_bot(ready_db_url, settings, approval_settings=one, **OPTIONS):
         pass
     assert len(activity(ready_db_url, "policy.changed")) == 2  # the same policy again is no change
     with psycopg.connect(ready_db_url) as conn:
         stored = dict(conn.execute("SELECT name, value FROM policy").fetchall())
-    assert stored == three.as_env()
+    assert stored == one.as_env()
 
 
 async def test_a_cli_vote_under_a_stale_environment_is_judged_by_the_stored_policy(
