@@ -623,3 +623,31 @@ def test_hostile_text_is_escaped_and_still_fits() -> None:
         assert "<!channel>" not in text and "<@U999>" not in text and "\x01" not in text
         assert not re.search(r"&(a|am|amp|l|lt|g|gt)?…", text), "an entity was cut in half"
     assert_valid_view(home_view(HomeView("UALICE", True, [pending(1)], [replace(case(1), complaint=nasty)])))
+
+
+def test_a_pending_policy_change_card_asks_with_confirm_and_its_decided_revision_has_no_buttons() -> None:
+    from bot.cards.ids import POLICY_APPROVE_ACTION_ID, POLICY_REJECT_ACTION_ID, parse_block_id
+    from bot.cards.policy import PolicyChangeView, policy_change_card
+
+    pending = PolicyChangeView(
+        id=7,
+        status="pending",
+        proposed_by="cli:mallory",
+        source="cli:mallory",
+        why="policy apply",
+        changes=(("BILLSLEUTH_APPROVERS", "U0FIN0001", "U0FIN0001,U0EVE0001"),),
+    )
+    card = policy_change_card(pending)
+    for block in card.blocks:
+        assert Block.parse(block).to_dict() == block  # type: ignore[union-attr]
+    assert card.blocks[0]["text"]["text"].endswith("· pending")  # the first line names the status
+    (row,) = [b for b in card.blocks if b["type"] == "actions"]
+    assert [e["action_id"] for e in row["elements"]] == [POLICY_APPROVE_ACTION_ID, POLICY_REJECT_ACTION_ID]
+    assert all(e["value"] == "7" and "#7" in e["confirm"]["text"]["text"] for e in row["elements"])
+    assert parse_block_id(row["block_id"]) == BlockRef("pc", "7", "decide", 0)
+    text = json.dumps(card.blocks)
+    assert "`U0FIN0001` → `U0FIN0001,U0EVE0001`" in json.loads(text)[2]["text"]["text"]
+    decided = policy_change_card(replace(pending, status="approved", decided_by="U0FIN0002"))
+    assert [b for b in decided.blocks if b["type"] == "actions"] == []
+    assert {parse_block_id(b["block_id"]).revision for b in decided.blocks} == {1}  # type: ignore[union-attr]
+    assert "Approved by <@U0FIN0002>" in json.dumps(decided.blocks)
