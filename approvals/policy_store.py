@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import select, text, update
@@ -241,9 +242,7 @@ async def propose_month_budget(
     return change
 
 
-def _usd_or_none(value: str) -> Any:
-    from decimal import Decimal
-
+def _usd_or_none(value: str) -> Decimal | None:
     return Decimal(value) if value else None
 
 
@@ -275,8 +274,7 @@ async def decide(
             _check_decider(change, stored, approver, approver_is_bot)
             if not approve:
                 return await _reject(conn, change, approver, source)
-            values = await stored_values_in(conn)
-            if change.month is None and any(values.get(k) != v for k, v in change.old.items()):
+            if change.month is None and _moved(change, stored):
                 raise PolicyChangeRefused(Rule.POLICY_MOVED_ON, _moved_on(change))
             decided = await _mark(conn, change, APPROVED, approver, source)
             await _put_in_force(conn, decided, on_apply, details={"approved_by": approver})
@@ -560,15 +558,20 @@ async def _supersede_moved_on(conn: AsyncConnection, applied: PolicyChange) -> N
     them: they end as superseded (and their cards say so)."""
     c = t.policy_changes.c
     rows = await conn.execute(select(t.policy_changes).where(c.status == PENDING, c.id != applied.id))
-    values = await stored_values_in(conn)
+    stored = settings_from(await stored_values_in(conn))
     for row in rows.all():
         other = _of(row)
-        if other.month is not None:
-            moved = other.month == applied.month
-        else:
-            moved = any(values.get(k) != v for k, v in other.old.items())
+        # a month's raise is moved on by another raise of that month; a policy change by its values
+        moved = other.month == applied.month if other.month is not None else _moved(other, stored)
         if moved:
             await _supersede(conn, other)
+
+
+def _moved(change: PolicyChange, stored: ApprovalSettings) -> bool:
+    """The stored values a change would replace are no longer the ones it was proposed on (compared in
+    their canonical form: a variable with no row yet reads as its default)."""
+    current = stored.as_env()
+    return any(current.get(name) != value for name, value in change.old.items())
 
 
 async def _supersede(conn: AsyncConnection, change: PolicyChange) -> None:
