@@ -21,12 +21,14 @@ from sqlalchemy import func, select
 
 from agent.configuration import Configuration
 from approvals.config import ApprovalSettings
+from bot.cards.ids import POLICY_APPROVE_ACTION_ID
 from bot.cards.limits import CARD_BLOCKS_JSON_BUDGET, block_problems, view_problems
 from bot.config import SlackSettings
 from bot.server import RunningBot, running_bot
 from bot.slack_testing import SignedClient, SlackRecorder, StoredMessage
 from bot.slack_testing import payloads as p
 from bot.slack_testing.processes import free_port
+from bot.slack_testing.recorder import dm_channel
 from engine import schema
 
 SECRET = "0f5c1e0b7d2a4c6e8a9b1d3f5e7c9a0b"
@@ -261,3 +263,20 @@ async def eventually(check: object, timeout: float = 20.0) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError("the bots did not get there in time")
         await asyncio.sleep(0.05)
+
+
+async def consent_to_policy_change(
+    slack: SlackRecorder, client: SignedClient, bot: RunningBot, approver: str
+) -> None:
+    """A current approver approves the pending policy change on its card (the bot's DM to them): a change
+    that widens power — a bot restarted with a higher limit, say — holds only from then on."""
+    channel = dm_channel(approver)
+
+    def pending() -> list[StoredMessage]:
+        return [m for m in slack.messages(channel) if m.text.startswith("Policy change #") and buttons(m)]
+
+    await slack.wait_until(lambda: bool(pending()))
+    card = pending()[-1]
+    click = p.click(snapshot(card), user=approver, channel=channel, action_id=POLICY_APPROVE_ACTION_ID)
+    assert (await client.send(click)).status == 200
+    await bot.settled()

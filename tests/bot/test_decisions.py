@@ -41,6 +41,7 @@ from tests.bot.helpers import (
     bot_replies,
     buttons,
     card_of,
+    consent_to_policy_change,
     count,
     first_scenario,
     open_case,
@@ -323,10 +324,14 @@ async def test_an_approval_past_the_daily_limit_shows_held_and_the_sweep_issues_
         assert_valid_blocks(held.blocks)
         assert await sweep(first.runtime) == []
         assert customer_replies(slack, opened) == []  # nothing is promised while it is held
-    # The limit is raised (a new value, a restarted bot): the next sweep issues it and tells the thread.
-    async with running_bot(
-        ready_db_url, settings, approval_settings=approval_settings(), **options
-    ) as second:
+    # The limit is raised (a new value, a restarted bot, and — it widens power — an approver's consent):
+    # the next sweep issues it and tells the thread.
+    async with (
+        running_bot(ready_db_url, settings, approval_settings=approval_settings(), **options) as second,
+        SignedClient(second.url, SECRET) as client,
+    ):
+        assert await sweep(second.runtime) == []  # not before the consent
+        await consent_to_policy_change(slack, client, second, BOB)
         await sweep(second.runtime)
     card = card_of(slack, opened)
     assert "Issued" in all_text(card.blocks) and "held" not in all_text(card.blocks)
