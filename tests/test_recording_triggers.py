@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from approvals import ApprovalSettings, issue
 from approvals.activity import verify_chain
-from approvals.policy_store import POLICY_CHANGED, store_policy
+from approvals.policy_store import APPLY, POLICY_CHANGED, policy_in_force, propose
 from tests.test_approvals import ALICE, BIG, BOB, FULL, SETTINGS, add_ledger, approve, draft
 
 
@@ -131,19 +131,20 @@ async def test_a_change_rolled_back_or_not_of_the_status_leaves_no_row(
 
 
 async def test_every_change_of_the_stored_policy_is_recorded(db: AsyncEngine, db_url: str) -> None:
-    await store_policy(db, SETTINGS, actor_type="user", actor_id="ops", why="first use")
+    await policy_in_force(db, SETTINGS, actor_type="user", actor_id="ops")  # the first policy, stored as is
     first = by_the_database(db_url)
     assert {r["details"]["op"] for r in first} == {"insert"} and {r["action"] for r in first} == {"db.policy"}
     assert len(first) == len({r["details"]["variable"] for r in first})  # one row per setting
 
-    wider = ApprovalSettings.from_env({**SETTINGS.as_env(), "BILLSLEUTH_DAILY_CREDIT_LIMIT": "9000.00"})
-    await store_policy(db, wider, actor_type="user", actor_id="ops", why="policy apply")
+    # A lower limit narrows power: it applies at once (a higher one would wait for consent).
+    lower = ApprovalSettings.from_env({**SETTINGS.as_env(), "BILLSLEUTH_DAILY_CREDIT_LIMIT": "4000.00"})
+    await propose(db, lower, proposer="ops", source="cli:ops", why=APPLY, on_apply=None)
     [changed] = by_the_database(db_url)[len(first) :]
     assert changed["details"] == {
         "op": "update",
         "variable": "BILLSLEUTH_DAILY_CREDIT_LIMIT",
         "old": "5000.00",
-        "new": "9000.00",
+        "new": "4000.00",
     }
     assert [r["action"] for r in rows(db_url, "actor_type <> 'database'")] == [POLICY_CHANGED, POLICY_CHANGED]
 

@@ -9,8 +9,8 @@ pending one is decided there.
 - `decide_policy_change`: an Approve/Reject click, as the clicking user of the signed payload; approvals/
   judges it (a current approver, not the proposer, the policy not moved on) and a refusal goes to the
   clicker alone, naming its rule.
-- `after_policy_in_force` is the one hook for what follows each change put in force (the activity chain's
-  seal is posted from here once seals exist).
+- `after_policy_in_force` is the one hook for what follows each change put in force: the activity chain's
+  seal is posted from there at once.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from bot.cards.ids import parse_block_id
 from bot.cards.policy import PolicyChangeView, policy_change_card
 from bot.flows.decide import slack_source, team_of
 from bot.flows.notify import refusal, tell
+from bot.flows.seals import seal_now
 from bot.identity import sent_by_a_bot
 from bot.runtime import BotRuntime
 from engine import schema
@@ -66,8 +67,13 @@ async def announce_policy_changes(runtime: BotRuntime) -> int:
 
 
 async def after_policy_in_force(runtime: BotRuntime, change: policy_store.PolicyChange) -> None:
-    """The hook for what follows each change put in force, once it is announced (`history` posts the
-    activity chain's seal here). Nothing else yet."""
+    """What follows each change put in force, once it is announced: the activity chain's seal, at once
+    (bot/flows/seals.py would post it at its next look too; a seal already posted since makes that look
+    find nothing due). A seal Slack refuses is logged: the periodic look tries again."""
+    try:
+        await seal_now(runtime)
+    except Exception:
+        log.exception("could not seal the activity log after policy change #%s", change.id)
 
 
 async def _announce(runtime: BotRuntime, conn: AsyncConnection, change: policy_store.PolicyChange) -> None:

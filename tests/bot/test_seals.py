@@ -13,7 +13,7 @@ import psycopg
 from sqlalchemy import select
 
 from approvals import seals
-from approvals.policy_store import store_policy
+from approvals.policy_store import policy_in_force
 from bot.flows.seals import seal_when_due
 from bot.server import running_bot
 from bot.slack_testing import SlackRecorder
@@ -89,7 +89,7 @@ async def test_without_a_finance_channel_each_approver_gets_the_seal_by_dm(
 ) -> None:
     engine = create_engine(ready_db_url)
     try:
-        await store_policy(engine, approval_settings(), actor_type="user", actor_id="ops", why="first use")
+        await policy_in_force(engine, approval_settings(), actor_type="user", actor_id="ops")  # first policy
     finally:
         await engine.dispose()
     sealed = await seal_cli(ready_db_url, slack)
