@@ -54,7 +54,7 @@ def _raised_in_any_currency(
 def _currencies(*settings: ApprovalSettings) -> set[str]:
     """Every currency a per-currency setting names, plus "" (the plain value every other currency has)."""
     named = {code for s in settings for code, _ in s.currency_daily_limits}
-    named |= {code for s in settings for code, _ in getattr(s, "currency_thresholds", ())}
+    named |= {code for s in settings for code, _ in s.currency_two_person_thresholds}
     return named | {""}
 
 
@@ -63,11 +63,7 @@ def _daily_limit_for(settings: ApprovalSettings) -> Callable[[str], Decimal]:
 
 
 def _threshold_for(settings: ApprovalSettings) -> Callable[[str], Decimal]:
-    # Per currency once the threshold takes the daily limit's syntax (`two_person_threshold_for`).
-    per_currency = getattr(settings, "two_person_threshold_for", None)
-    if per_currency is None:
-        return lambda code: settings.two_person_threshold
-    return lambda code: per_currency(code) if code else settings.two_person_threshold
+    return lambda code: settings.two_person_threshold_for(code) if code else settings.two_person_threshold
 
 
 def _budget_raised(old: Decimal | None, new: Decimal | None) -> bool:

@@ -27,6 +27,12 @@ WIDENING: list[tuple[str, dict[str, str], dict[str, str]]] = [
     # naming a currency above the plain limit it had before
     ("DAILY_CREDIT_LIMIT", {"DAILY_CREDIT_LIMIT": "5000"}, {"DAILY_CREDIT_LIMIT": "5000,EUR:6000"}),
     ("TWO_PERSON_THRESHOLD", {}, {"TWO_PERSON_THRESHOLD": "300.01"}),
+    # per currency: a lower plain threshold does not hide a higher yen one
+    (
+        "TWO_PERSON_THRESHOLD",
+        {"TWO_PERSON_THRESHOLD": "300,JPY:30000"},
+        {"TWO_PERSON_THRESHOLD": "200,JPY:40000"},
+    ),
     ("APPROVAL_TTL_HOURS", {}, {"APPROVAL_TTL_HOURS": "72.5"}),
     ("HOLD_MAX_DAYS", {}, {"HOLD_MAX_DAYS": "8"}),
     ("CLI_DECISIONS", {}, {"CLI_DECISIONS": "on"}),
