@@ -158,6 +158,7 @@ async def issued_during(conn: AsyncConnection, start: datetime, end: datetime, c
     notes = t.credit_notes.c
     query = select(func.coalesce(func.sum(notes.amount), ZERO)).where(
         notes.status == NoteStatus.ISSUED,
+        notes.imported.is_(False),  # the billing system's own notes are not ours to budget
         notes.issued_at >= start,
         notes.issued_at < end,
         notes.currency == currency,

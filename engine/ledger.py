@@ -57,7 +57,7 @@ LEDGER_STATEMENTS: tuple[str, ...] = (
     "SELECT id, customer_id, start_date, billing_anchor_day, coupon_id FROM subscriptions WHERE "
     + _OF.format(col="customer_id")
     + " ORDER BY customer_id, id",
-    "SELECT l.invoice_id, l.id, l.kind, l.description, l.quantity, l.unit_amount, l.amount, "
+    "SELECT l.invoice_id, l.line_no, l.kind, l.description, l.quantity, l.unit_amount, l.amount, "
     "l.period_start, l.period_end, l.tax_code FROM invoice_lines l "
     "JOIN invoices i ON i.id = l.invoice_id WHERE " + _OF.format(col="i.customer_id"),
     "SELECT id, customer_id, subscription_id, period_start, period_end, issued_at, currency, status "
@@ -88,12 +88,6 @@ _BOOK_FINGERPRINT = (
 _last_book: tuple[str, PriceBook] | None = None
 
 
-def _line_number(line_id: str) -> int:
-    """Lines are stored as <invoice>-L<n>; keep their billed order."""
-    _, _, number = line_id.rpartition("-L")
-    return int(number) if number.isdigit() else 0
-
-
 def assemble_ledgers(results: Sequence[Rows]) -> list[CustomerLedger]:
     """LEDGER_STATEMENTS' rows, in their order → the ledgers: customers by id, each one's invoices by
     period, payments by attempt, credit notes by id, an invoice's lines in billed order."""
@@ -108,7 +102,8 @@ def assemble_ledgers(results: Sequence[Rows]) -> list[CustomerLedger]:
         )
     lines_of: dict[str, list[tuple[int, Line]]] = defaultdict(list)
     for row in lines:
-        lines_of[row[0]].append((_line_number(row[1]), Line(*row[2:])))
+        # line_no is the line's place on its invoice: ids are the source's own and say nothing of it.
+        lines_of[row[0]].append((row[1] or 0, Line(*row[2:])))
     invoices_of: dict[str, list[Invoice]] = defaultdict(list)
     for row in invoices:
         invoice = Invoice(*row)

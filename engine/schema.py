@@ -19,6 +19,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    false,
     func,
     text,
     true,
@@ -45,6 +46,7 @@ customers = Table(
     Column("currency", Text, nullable=False),
     Column("tax_region", Text, nullable=False),
     Column("contact_email", Text),  # where the customer writes from (NULL for seed 002's ledgers)
+    Column("source", Text),  # the `source` of the ledger file that wrote it (migration 0014)
 )
 
 plans = Table(
@@ -54,6 +56,7 @@ plans = Table(
     Column("name", Text, nullable=False),
     Column("interval", Text, nullable=False),
     Money("unit_price", nullable=False),
+    Column("source", Text),  # the `source` of the ledger file that wrote it (migration 0014)
 )
 
 coupons = Table(
@@ -63,6 +66,7 @@ coupons = Table(
     Column("kind", Text, nullable=False),
     Money("value", nullable=False),
     Column("duration_months", Integer, nullable=False),
+    Column("source", Text),  # the `source` of the ledger file that wrote it (migration 0014)
 )
 
 tax_rates = Table(
@@ -73,6 +77,7 @@ tax_rates = Table(
     Column("rate", Numeric(6, 4, asdecimal=True), nullable=False),
     Column("valid_from", Date, nullable=False),
     Column("valid_to", Date),
+    Column("source", Text),  # the `source` of the ledger file that wrote it (migration 0014)
 )
 
 subscriptions = Table(
@@ -88,6 +93,7 @@ subscriptions = Table(
     Column("current_period_end", Date, nullable=False),
     Column("billing_anchor_day", Integer, nullable=False),
     Column("coupon_id", Text, ForeignKey("coupons.id")),
+    Column("source", Text),  # the `source` of the ledger file that wrote it (migration 0014)
 )
 
 subscription_events = Table(
@@ -99,6 +105,7 @@ subscription_events = Table(
     Instant("effective_at", nullable=False),
     Column("payload", JSONB, nullable=False),
     Index("idx_events_sub", "subscription_id", "effective_at"),
+    Column("source", Text),  # the `source` of the ledger file that wrote it (migration 0014)
 )
 
 invoices = Table(
@@ -117,6 +124,8 @@ invoices = Table(
     Money("total", nullable=False),
     Column("currency", Text, nullable=False),
     Index("idx_inv_customer", "customer_id", "period_start"),
+    Column("source", Text),  # the `source` of the ledger file that wrote it (migration 0014)
+    Instant("created_at"),  # the billing system's own creation instant, where it gives one
 )
 
 invoice_lines = Table(
@@ -132,6 +141,8 @@ invoice_lines = Table(
     Column("period_start", Date),
     Column("period_end", Date),
     Column("tax_code", Text),
+    Column("source", Text),  # the `source` of the ledger file that wrote it (migration 0014)
+    Column("line_no", Integer),  # its place on the invoice (1, 2, …)
 )
 
 payments = Table(
@@ -143,6 +154,7 @@ payments = Table(
     Column("status", Text, nullable=False),
     Instant("attempted_at", nullable=False),
     Column("gateway_ref", Text, nullable=False),
+    Column("source", Text),  # the `source` of the ledger file that wrote it (migration 0014)
 )
 
 credit_notes = Table(
@@ -167,6 +179,9 @@ credit_notes = Table(
     Column("cancelled_by", Text),
     Column("cancel_reason", Text),
     Instant("cancelled_at"),
+    Column("source", Text),  # the `source` of the ledger file that wrote it (migration 0014)
+    # Issued by the billing system itself and loaded by `ledger import`; never one of ours.
+    Column("imported", Boolean, nullable=False, server_default=false()),
 )
 
 credit_note_requests = Table(

@@ -34,7 +34,7 @@ from engine.db import create_engine
 from scenarios.extra_kinds import EXTRA_VARIANTS
 from scenarios.faults import INJECTORS
 from scenarios.generator import AS_OF, BENIGN_KINDS, DEFAULT_SEED, Scenario, generate, write_scenario_files
-from scenarios.store import write_ledgers, write_price_book
+from scenarios.store import load_dataset
 
 SEEDED_BY = "billsleuth"
 
@@ -168,8 +168,7 @@ async def reseed(
     await check_replaceable(conn, force)
     erased, erased_issued = await row_counts(conn), await issued_notes(conn)
     await wipe(conn)
-    await write_price_book(conn)
-    await write_ledgers(conn, [scenario.ledger for scenario in scenarios])
+    await load_dataset(conn, [scenario.ledger for scenario in scenarios])
     await conn.execute(
         t.dataset_info.insert(),
         [

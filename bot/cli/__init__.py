@@ -17,6 +17,7 @@ COMMAND_MODULES = (
     "bot.cli.cmd_audit",
     "bot.cli.cmd_sweep",
     "bot.cli.cmd_seed",
+    "bot.cli.cmd_ledger",
     "bot.cli.cmd_cases",
     "bot.cli.cmd_activity",
     "bot.cli.cmd_policy",
