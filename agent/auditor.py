@@ -18,7 +18,7 @@ from typing import Any, Literal
 from agent.audit_causes import ROOT_CAUSES, Context, diagnose, lines_of, plural, quote
 from agent.intake import Asked
 from engine.billing import months_between, tax_percent
-from engine.diff import InvoiceCheck, check_ledger, expected_invoices
+from engine.diff import InvoiceCheck, check_ledger, expected_invoices, first_of_period
 from engine.model import CustomerLedger, Invoice, Line, PriceBook
 from engine.money import ZERO, fmt, money
 
@@ -205,7 +205,7 @@ def has_overpaid_invoice(ledger: CustomerLedger, book: PriceBook, as_of: date) -
     (tests hold the two to the same answer) but skips the line-by-line comparison, most of the cost.
     """
     rules = {(inv.subscription_id, inv.period_start): inv for inv in expected_invoices(ledger, book, as_of)}
-    billed_ids = {inv.id for inv in ledger.invoices}
+    real = first_of_period(ledger.invoices)
     paid: dict[str, Decimal] = defaultdict(Decimal)
     for payment in ledger.payments:
         if payment.status == "succeeded":
@@ -214,10 +214,11 @@ def has_overpaid_invoice(ledger: CustomerLedger, book: PriceBook, as_of: date) -
         if note.status == "issued":
             paid[note.invoice_id] -= note.amount
     for invoice in ledger.invoices:
-        want = rules.get((invoice.subscription_id, invoice.period_start))
+        slot = (invoice.subscription_id, invoice.period_start)
+        want = rules.get(slot)
         if invoice.issued_at > as_of or paid[invoice.id] <= ZERO:
             continue
-        should_exist = want is not None and (invoice.id == want.id or want.id not in billed_ids)
+        should_exist = want is not None and real[slot] == invoice.id
         due = max(want.total, ZERO) if should_exist and want is not None else ZERO
         if money(paid[invoice.id]) > due:
             return True

@@ -1,4 +1,5 @@
-"""Which customer a complaint is about, from its words: an id (`C-0007`), an email address on file, or the
+"""Which customer a complaint is about, from its words: an id the ledger holds (`C-0007`, `cus_8f3aQz`: found
+by looking the words up, not by their shape), an email address on file, or the
 customer's name as written — exactly (case, accents and punctuation aside), else fuzzily.
 
 The fuzzy match is a trigram word similarity, the measure Postgres's pg_trgm calls `word_similarity`: the
@@ -14,10 +15,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import Row, Select, func, select
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy import Row, Select, func, or_, select
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from agent.intake import AMOUNT, CUSTOMER_ID
+from agent.intake import AMOUNT, id_candidates, quoted_ids
 from engine import schema
 from engine.db import reading
 
@@ -58,13 +59,25 @@ class CustomerMatch:
         return self.candidates[0] if len(self.candidates) == 1 else None
 
 
+async def customers_quoted(conn: AsyncConnection, text: str) -> list[Candidate]:
+    """The customers whose ids the text quotes, found in the ledger whatever the ids look like (C-0007,
+    cus_8f3aQz), in the order the text quotes them."""
+    words = id_candidates(text)
+    if not words:
+        return []
+    customers = schema.customers.c
+    lowered = [word.lower() for word in words]
+    query = _candidates().where(or_(customers.id.in_(words), func.lower(customers.id).in_(lowered)))
+    found = {row.id: _candidate(row) for row in await conn.execute(query)}
+    return [found[customer_id] for customer_id in quoted_ids(text, found)]
+
+
 async def find_customer(engine: AsyncEngine, text: str) -> CustomerMatch:
     customers = schema.customers.c
     async with reading(engine) as conn:
-        by_id = CUSTOMER_ID.search(text)
-        if by_id:
-            found = await conn.execute(_candidates().where(customers.id == f"C-{by_id.group(1)}"))
-            return CustomerMatch(tuple(_candidate(row) for row in found), FoundBy.ID)
+        quoted = await customers_quoted(conn, text)
+        if quoted:
+            return CustomerMatch(tuple(quoted[:MAX_CANDIDATES]), FoundBy.ID)
         addresses = [a.lower() for a in EMAIL.findall(text)]
         if addresses:
             found = await conn.execute(

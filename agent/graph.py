@@ -23,6 +23,7 @@ from sqlalchemy import select
 from agent import budget, prompts
 from agent.configuration import CaseContext
 from agent.costs import endpoint_host
+from agent.customers import customers_quoted
 from agent.grounding import EvidenceBook, ungrounded
 from agent.intake import Asked, parse_complaint
 from agent.investigators import (
@@ -64,11 +65,14 @@ async def intake(state: CaseState, runtime: Runtime[CaseContext]) -> dict[str, A
     context = runtime.context
     context.progress({"type": "step", "step": "intake"})
     complaint = parse_complaint(state["question"])
-    customer_id = state.get("customer_id") or complaint.customer_id
+    customer_id = state.get("customer_id")
     name: str | None = None
     currency: str | None = None
     opened_from: str | None = None
     async with reading(context.engine) as conn:
+        if not customer_id:  # an id the words quote, as the ledger holds it
+            quoted = await customers_quoted(conn, state["question"])
+            customer_id = quoted[0].id if len(quoted) == 1 else None
         if customer_id:
             customers = schema.customers.c
             found = await conn.execute(
@@ -76,7 +80,9 @@ async def intake(state: CaseState, runtime: Runtime[CaseContext]) -> dict[str, A
             )
             name, currency = found.one_or_none() or (None, None)
         if name is not None:  # a name quoted in the words does not set the reply's language
-            complaint = parse_complaint(state["question"], (name,))
+            invoices = schema.invoices.c
+            ids = await conn.execute(select(invoices.id).where(invoices.customer_id == customer_id))
+            complaint = parse_complaint(state["question"], (name,), ids.scalars().all())
         else:
             cases = schema.cases.c
             door = await conn.execute(select(cases.opened_from).where(cases.id == state["case_id"]))

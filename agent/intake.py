@@ -12,10 +12,16 @@ from decimal import Decimal
 from agent import i18n
 from agent.language import Detected, Language, detect
 
-# ASCII boundaries so "客户C-0007说扣了174.90美元" (no spaces, as people write Chinese) still parses.
+# Seed 002's customer ids (C-0007): only to tell that a generated complaint quotes none. Intake itself
+# recognises an id by finding it in the ledger (quoted_ids), whatever its shape.
 CUSTOMER_ID = re.compile(r"\bC-(\d{4,6})\b", re.IGNORECASE | re.ASCII)
-# Seed 002's invoice ids: INV-<subscription>-<period>, with an optional suffix (the `D` copy, `-L1`).
-INVOICE_ID = re.compile(r"\bINV-\d{4,6}-\d{2}(?:-?[A-Z]\w*)?\b", re.IGNORECASE | re.ASCII)
+# A word, as far as an id can be one: what stands between spaces and the punctuation around words (not
+# the - _ . / # : inside ids). Inside Chinese, written without spaces ("客户C-0007说扣了174.90美元"), an
+# id is a run of ASCII letters, digits and those marks.
+_WORD = re.compile(r"[^\s,;!?()\[\]{}<>\"'`“”‘’，。；：！？（）【】《》、]+")
+_ASCII_RUN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/#-]*", re.ASCII)
+_TRAILING = ".:/#-"  # "… on in_1PzQ." : the sentence's full stop is not the id's
+MAX_CANDIDATES = 200  # words looked up in the ledger: a pasted novel is not 10,000 lookups
 # An amount with cents as any of our languages writes it: "1,174.90", "174,90", "1.650,06", and in French
 # "1 650,06" (a space, or the no-break spaces French typesetting puts there).
 AMOUNT = re.compile(
@@ -103,21 +109,48 @@ class Complaint:
         return Asked(self.month, self.amount, self.invoice_id, self.year, self.months_back)
 
 
-def parse_complaint(text: str, names: Iterable[str] = ()) -> Complaint:
-    """`names`: the customer's names, once known — a name quoted in the words does not set their language."""
+def id_candidates(text: str) -> list[str]:
+    """Every word of the text that could be an id as a ledger writes it, in order, each once."""
+    found: list[str] = []
+    for word in _WORD.findall(text):
+        found.append(word)
+        found.extend(_ASCII_RUN.findall(word))
+    cleaned = (word.rstrip(_TRAILING) for word in found)
+    return list(dict.fromkeys(word for word in cleaned if word))[:MAX_CANDIDATES]
+
+
+def quoted_ids(text: str, known: Iterable[str]) -> list[str]:
+    """The `known` ids (the ledger's) that the text quotes, in the order it quotes them: as written, or
+    in another case where that names one id only ("c-0007", "IN_1PZQ")."""
+    exact = set(known)
+    folded: dict[str, list[str]] = {}
+    for known_id in exact:
+        folded.setdefault(known_id.casefold(), []).append(known_id)
+    quoted: list[str] = []
+    for word in id_candidates(text):
+        if word in exact:
+            quoted.append(word)
+        elif len(same := folded.get(word.casefold(), [])) == 1:
+            quoted.append(same[0])
+    return list(dict.fromkeys(quoted))
+
+
+def parse_complaint(text: str, names: Iterable[str] = (), invoice_ids: Iterable[str] = ()) -> Complaint:
+    """`names`: the customer's names, once known — a name quoted in the words does not set their language.
+    `invoice_ids`: the customer's invoices in the ledger; the first the words quote is the one asked about.
+    The customer's own id is the ledger's to recognise (agent.customers.customers_quoted)."""
     detected = detect(text, names)
-    customer = CUSTOMER_ID.search(text)
-    invoice = INVOICE_ID.search(text)
+    invoice = next(iter(quoted_ids(text, invoice_ids)), None)
     year, month = _year_and_month(text, detected.language)
     # A month by name wins: in "we cut seats last month, but the June invoice…" June is the invoice.
     relative = (back for pattern, back in RELATIVE_MONTH if pattern.search(text))
     months_back = None if month is not None else next(relative, None)
     return Complaint(
-        customer_id=f"C-{customer.group(1)}" if customer else None,
+        customer_id=None,
         month=month,
         amount=_amount(text, detected),
         language=detected.language,
-        invoice_id=invoice.group(0).upper() if invoice else None,
+        invoice_id=invoice,
         year=year,
         months_back=months_back,
         language_fallback=detected.fallback,

@@ -72,10 +72,18 @@ class Decide:
 Request = OpenCase | ShowCase | ListNotes | ShowNote | Decide
 
 
+MAX_ID = 200
+
+
 def check_customer_id(value: str) -> str:
-    value = value.strip().upper()
-    if not CUSTOMER_ID.match(value):
-        raise OperationError(f"{value!r} is not a customer id (like C-0007)")
+    """A customer id as the ledger writes it, any shape (C-0007, cus_8f3aQz): whether the ledger holds it
+    is the case's to find out. Seed 002's ids are read in any case (c-0007 is C-0007)."""
+    value = value.strip()
+    if CUSTOMER_ID.match(value.upper()):
+        return value.upper()
+    if not value or len(value) > MAX_ID or any(c.isspace() for c in value):
+        shown = value if len(value) <= 40 else value[:40] + "…"
+        raise OperationError(f"{shown!r} is not a customer id (one word of at most {MAX_ID} characters)")
     return value
 
 

@@ -6,8 +6,9 @@ Pure: it takes a CustomerLedger and the price book and returns checks; no I/O.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import UTC, date, datetime
 from decimal import Decimal
 
 from engine.billing import build_invoices
@@ -113,11 +114,32 @@ def expected_invoices(ledger: CustomerLedger, book: PriceBook, as_of: date) -> l
     return out
 
 
+_NO_INSTANT = datetime.min.replace(tzinfo=UTC)
+
+
+def issue_order(invoice: Invoice) -> tuple[date, datetime, str]:
+    """Which of two invoices came later: the later issue date, then the later creation instant (where the
+    source gives one), then the later id: a tie-break that holds for any ids, not a meaning in them."""
+    return invoice.issued_at, invoice.created_at or _NO_INSTANT, invoice.id
+
+
+def first_of_period(invoices: Iterable[Invoice]) -> dict[tuple[str, date], str]:
+    """(subscription, period start) → the id of the invoice billed first for it: the real one. Any other
+    invoice of the period is an extra copy (a duplicate), whatever the ids look like."""
+    first: dict[tuple[str, date], Invoice] = {}
+    for invoice in invoices:
+        slot = (invoice.subscription_id, invoice.period_start)
+        held = first.get(slot)
+        if held is None or issue_order(invoice) < issue_order(held):
+            first[slot] = invoice
+    return {slot: invoice.id for slot, invoice in first.items()}
+
+
 def check_ledger(ledger: CustomerLedger, book: PriceBook, as_of: date) -> list[InvoiceCheck]:
     """Compare every billed invoice (issued on or before as_of) with what the rules say."""
     expected = expected_invoices(ledger, book, as_of)
     expected_by_slot = {(inv.subscription_id, inv.period_start): inv for inv in expected}
-    billed_ids = {inv.id for inv in ledger.invoices}
+    real = first_of_period(ledger.invoices)
     paid: dict[str, list[Decimal]] = defaultdict(list)
     for payment in ledger.payments:
         if payment.status == "succeeded":
@@ -131,9 +153,10 @@ def check_ledger(ledger: CustomerLedger, book: PriceBook, as_of: date) -> list[I
     for invoice in ledger.invoices:
         if invoice.issued_at > as_of:
             continue
-        want = expected_by_slot.get((invoice.subscription_id, invoice.period_start))
-        # Two invoices for one period: the one carrying the rules' id is real, any other is the extra copy.
-        should_exist = want is not None and (invoice.id == want.id or want.id not in billed_ids)
+        slot = (invoice.subscription_id, invoice.period_start)
+        want = expected_by_slot.get(slot)
+        # Two invoices for one period: the first billed is real, any later one is the extra copy.
+        should_exist = want is not None and real[slot] == invoice.id
         checks.append(
             InvoiceCheck(
                 invoice_id=invoice.id,
@@ -142,7 +165,8 @@ def check_ledger(ledger: CustomerLedger, book: PriceBook, as_of: date) -> list[I
                 period_end=invoice.period_end,
                 billed_total=invoice.total,
                 should_exist=should_exist,
-                expected_invoice_id=want.id if want else None,
+                # The period's real invoice as the ledger names it (the rules' own id is their naming).
+                expected_invoice_id=real[slot] if want else None,
                 expected_total=want.total if want else None,
                 paid_total=total(paid[invoice.id]),
                 successful_payments=len(paid[invoice.id]),

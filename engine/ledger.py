@@ -60,8 +60,8 @@ LEDGER_STATEMENTS: tuple[str, ...] = (
     "SELECT l.invoice_id, l.line_no, l.kind, l.description, l.quantity, l.unit_amount, l.amount, "
     "l.period_start, l.period_end, l.tax_code FROM invoice_lines l "
     "JOIN invoices i ON i.id = l.invoice_id WHERE " + _OF.format(col="i.customer_id"),
-    "SELECT id, customer_id, subscription_id, period_start, period_end, issued_at, currency, status "
-    "FROM invoices WHERE " + _OF.format(col="customer_id") + " ORDER BY period_start, id",
+    "SELECT id, customer_id, subscription_id, period_start, period_end, issued_at, currency, status, "
+    "created_at FROM invoices WHERE " + _OF.format(col="customer_id") + " ORDER BY period_start, id",
     "SELECT i.customer_id, p.id, p.invoice_id, p.amount, p.status, p.attempted_at, p.gateway_ref "
     "FROM payments p JOIN invoices i ON i.id = p.invoice_id WHERE "
     + _OF.format(col="i.customer_id")
@@ -106,7 +106,7 @@ def assemble_ledgers(results: Sequence[Rows]) -> list[CustomerLedger]:
         lines_of[row[0]].append((row[1] or 0, Line(*row[2:])))
     invoices_of: dict[str, list[Invoice]] = defaultdict(list)
     for row in invoices:
-        invoice = Invoice(*row)
+        invoice = Invoice(*row[:8], created_at=row[8])
         invoice.lines = [line for _, line in sorted(lines_of[invoice.id], key=itemgetter(0))]
         invoices_of[invoice.customer_id].append(invoice)
     payments_of: dict[str, list[Payment]] = defaultdict(list)

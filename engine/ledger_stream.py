@@ -52,7 +52,7 @@ SCREEN_QUERIES: dict[str, str] = {
     # The sums by index probes, invoice by invoice in index order: rows flow from the first one on, with
     # no sort or hash of the whole ledger first (the same statement reads 3,000 or 100,000 customers).
     "invoices": "SELECT i.customer_id, i.id, i.subscription_id, i.period_start, i.period_end, i.issued_at, "
-    "i.currency, i.status, "
+    "i.currency, i.status, i.created_at, "
     "(SELECT sum(p.amount) FROM payments p WHERE p.invoice_id = i.id AND p.status = 'succeeded'), "
     "(SELECT sum(c.amount) FROM credit_notes c WHERE c.invoice_id = i.id AND c.status = 'issued') "
     "FROM invoices i WHERE "
@@ -89,10 +89,10 @@ class _Follower:
         self._next = next(self._groups, None)
 
     def take(self, customer_id: str) -> list[tuple[Any, ...]]:
-        # Rows of a customer id the customers table does not hold (impossible under the foreign keys)
-        # would sort before the next customer; skip them rather than stall.
-        while self._next is not None and self._next[0] < customer_id:
-            self._next = next(self._groups, None)
+        # Every stream comes in the database's order of customer ids, which is its collation's and need
+        # not be Python's ("ZX-41" sorts after "acme-7" under en_US, before it byte by byte): a group is
+        # taken when it is this customer's and otherwise left for a later one, never compared with `<`.
+        # Rows of a customer the customers table lacks cannot exist (foreign keys).
         if self._next is None or self._next[0] != customer_id:
             return []
         rows = self._next[1]
@@ -114,8 +114,9 @@ def _screen_ledger(
         for customer_id, sub_id, start, anchor, coupon in subs
     ]
     headers, payments, notes = [], [], []
-    for customer_id, inv_id, sub_id, start, end, issued, currency, status, paid, credited in invoices:
-        headers.append(Invoice(inv_id, customer_id, sub_id, start, end, issued, currency, status))
+    # header: subscription, period start and end, issue date, currency, status
+    for customer_id, inv_id, *header, created, paid, credited in invoices:
+        headers.append(Invoice(inv_id, customer_id, *header, created_at=created))
         if paid is not None:
             payments.append(Payment(f"{inv_id}:paid", inv_id, paid, "succeeded", EPOCH, ""))
         if credited is not None:

@@ -107,6 +107,7 @@ class Invoice:
     currency: str
     status: str = "paid"
     lines: list[Line] = field(default_factory=list)
+    created_at: datetime | None = None  # the billing system's creation instant, where it gives one
 
     def _sum(self, *kinds: str) -> Decimal:
         return money(sum([ln.amount for ln in self.lines if ln.kind in kinds], ZERO))

@@ -67,6 +67,10 @@ def test_the_grammar_builds_the_same_requests_the_cli_runs() -> None:
     assert parse_command("case C-0007 charged twice in May", "U1") == OpenCase(
         "C-0007", "charged twice in May", "U1"
     )
+    # An imported ledger's ids keep their shape and their case.
+    assert parse_command("case cus_8f3aQz charged twice", "U1") == OpenCase(
+        "cus_8f3aQz", "charged twice", "U1"
+    )
     assert parse_command("approve CN-0001", "U1") == Decide("CN-0001", "U1", "approve", "")
     assert parse_command("approve CN-0001 checked the ledger", "U1") == Decide(
         "CN-0001", "U1", "approve", "checked the ledger"
@@ -88,7 +92,7 @@ def test_the_grammar_builds_the_same_requests_the_cli_runs() -> None:
         ("show INV-0001-05", "'INV-0001-05' is not a credit note id (like CN-0001)"),
         ("show CN-0001 extra", "show takes one credit note id"),
         ("case C-0007", "the customer's message is empty"),
-        ("case 7 words", "'7' is not a customer id (like C-0007)"),
+        ("case " + "7" * 201 + " words", "'" + "7" * 40 + "…' is not a customer id (one word of at most 200"),
         ("approve", "approve needs a credit note id"),
         ("list everything", "list takes no arguments"),
     ],
