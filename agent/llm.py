@@ -32,7 +32,7 @@ from agent.investigators import InvestigationOutcome
 from agent.language import Language
 from agent.model_clients import model_client
 from agent.state import Findings
-from agent.tools import INVOICE_ID, READ_TOOLS, ToolContext, call_tool, openai_tool_specs
+from agent.tools import ID_MAX, READ_TOOLS, ToolContext, call_tool, openai_tool_specs
 from agent.verify import MONEY_TEXT, ROOT_CAUSE_NAMES
 
 log = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ class SubmittedFindings(BaseModel):
         description="The bug that caused the overcharge, or no_error when the bill is right.",
         json_schema_extra={"enum": sorted(ROOT_CAUSE_NAMES)},
     )
-    invoice_ids: list[Annotated[str, Field(pattern=INVOICE_ID)]] = Field(
+    invoice_ids: list[Annotated[str, Field(min_length=1, max_length=ID_MAX)]] = Field(
         min_length=1,
         max_length=10,
         description="The target invoice first (the one overcharged, or the one the customer asks about).",

@@ -137,7 +137,8 @@ def test_an_invoice_id_the_customer_quotes_outweighs_a_month_and_an_amount() -> 
     ledger = ledger_of(s)
     other = s.invoice(mispriced)
     complaint = parse_complaint(
-        f"Please check {doubled.lower()}: {fmt(other.total)} in month {other.issued_at.month} looked fine"
+        f"Please check {doubled.lower()}: {fmt(other.total)} in month {other.issued_at.month} looked fine",
+        invoice_ids=[inv.id for inv in ledger.invoices],
     )
     assert complaint.invoice_id == doubled
     asked = Asked(month=other.issued_at.month, amount=other.total, invoice_id=complaint.invoice_id)

@@ -361,7 +361,7 @@ async def test_repeated_malformed_tool_calls_escalate(db_url: str) -> None:
     script = [
         raw_call("get_invoice", '{"invoice_id": "' + target + '"'),  # truncated JSON
         call("draft_credit_note", invoice_id=target, amount=sc["truth"]["overcharge"]),  # not a tool
-        call("get_invoice", invoice_id="'; DROP TABLE invoices; --"),  # fails the schema
+        call("get_invoice", invoice_id=""),  # fails the schema (any id the ledger holds passes it)
     ]
     case, stub = await open_case(db_url, script, sc)
     await assert_escalated(db_url, case, "3 malformed tool calls", "invalid arguments to get_invoice")

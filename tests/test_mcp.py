@@ -101,8 +101,11 @@ async def check_recompute_and_refusals(session: ClientSession, engine: AsyncEngi
     assert [c.text for c in foreign.content] == [refusal]  # refused exactly as inside the graph
     assert refusal == f"{OTHERS_INVOICE} is not an invoice of customer {CUSTOMER}"
 
-    bad = await session.call_tool("get_invoice", {"customer_id": CUSTOMER, "invoice_id": "nope"})
+    # Any id the ledger holds is a valid argument, whatever its shape; an empty one is not an id at all.
+    bad = await session.call_tool("get_invoice", {"customer_id": CUSTOMER, "invoice_id": ""})
     assert bad.is_error and "invalid arguments for get_invoice: invoice_id" in bad.content[0].text
+    unknown = await session.call_tool("get_invoice", {"customer_id": CUSTOMER, "invoice_id": "nope"})
+    assert unknown.is_error and unknown.content[0].text == f"nope is not an invoice of customer {CUSTOMER}"
     unscoped = await session.call_tool("list_invoices", {})
     assert unscoped.is_error and "customer_id" in unscoped.content[0].text
     write = await session.call_tool("draft_credit_note", {"customer_id": CUSTOMER, "invoice_id": INVOICE})
@@ -113,6 +116,7 @@ def check_audit_rows(rows: list[Any]) -> None:
     assert [(r.actor, r.tool, r.ok) for r in rows] == [
         (f"mcp:{CLIENT}", "recompute_invoice", True),
         (f"mcp:{CLIENT}", "recompute_invoice", False),
+        (f"mcp:{CLIENT}", "get_invoice", False),
         (f"mcp:{CLIENT}", "get_invoice", False),
         (f"mcp:{CLIENT}", "list_invoices", False),
         (f"mcp:{CLIENT}", "draft_credit_note", False),
@@ -240,7 +244,7 @@ async def test_over_http_the_token_is_required_and_then_the_tools_answer(
         assert client.session.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS
         done = await client.call_tool("recompute_invoice", {"customer_id": CUSTOMER, "invoice_id": INVOICE})
         assert done.structured_content["overcharge"] == OVERCHARGE
-    assert [(r.actor, r.tool) for r in (await mcp_rows(seeded_db))[5:]] == [
+    assert [(r.actor, r.tool) for r in (await mcp_rows(seeded_db))[6:]] == [
         ("mcp:modern-assistant", "recompute_invoice")
     ]
 

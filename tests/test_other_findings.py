@@ -143,7 +143,7 @@ async def test_the_llm_path_lists_the_other_findings_from_the_auditor(
 @pytest.mark.parametrize("language", LANGUAGES)
 def test_a_linked_cases_question_names_its_invoice_in_the_customers_language(language: Language) -> None:
     question = linked_case_question(language, "CASE-0003", "INV-0007-05", "26.02", "duplicate_charge")
-    complaint = parse_complaint(question)
+    complaint = parse_complaint(question, invoice_ids=["INV-0007-04", "INV-0007-05"])
     assert (complaint.invoice_id, complaint.amount, complaint.language) == (
         "INV-0007-05",
         Decimal("26.02"),
