@@ -1,10 +1,16 @@
 """The database a process needs: the Alembic schema and the graph checkpointer's tables, both at the
 versions this code knows.
 
-Who changes them: `billsleuth db upgrade` (the Procfile's release) always, through `upgrade_all`. Any
-other command and the bot upgrade by themselves only on the embedded server (no DATABASE_URL), which is
-this installation's own; a shared database is upgraded on purpose, once, by a release, so there they
-check and refuse in one line (`SchemaNotReady`) rather than change a schema other processes use.
+Who changes them: `billsleuth db upgrade` (the Procfile's release) always, through `upgrade_all`, as
+the schema owner. Any other command and the bot upgrade by themselves only on the embedded server (no
+DATABASE_URL), which is this installation's own; a shared database is upgraded on purpose, once, by a
+release, so there they check and refuse in one line (`SchemaNotReady`) rather than change a schema other
+processes use.
+
+Who connects: the runtime (the bot, the everyday commands, the sweep, `mcp`) as a login in
+`billsleuth_app` (or `billsleuth_reader`), never as the owner (migration 0011 holds the grants). On the
+embedded server this module does it itself: it upgrades as the server's superuser, which owns the schema,
+and hands the runtime the login `billsleuth_runtime`, a member of `billsleuth_app` (`ready_embedded`).
 """
 
 from __future__ import annotations
@@ -28,9 +34,18 @@ UPGRADE_LOCK = "billsleuth:prepare"
 SCHEMA_HEAD = "0014"
 CHECKPOINT_HEAD = 9
 
+APP_ROLE = "billsleuth_app"
+READER_ROLE = "billsleuth_reader"
+# The embedded server's runtime login (it trusts local connections: no password).
+RUNTIME_LOGIN = "billsleuth_runtime"
+
 
 class SchemaNotReady(Exception):
     """The database is behind this code and may not be upgraded here, or ahead of it: one line to show."""
+
+
+class NotSchemaOwner(SchemaNotReady):
+    """The login may not change the schema (it is not its owner): one line to show."""
 
 
 async def revisions(libpq_url: str) -> list[Revision]:
@@ -52,8 +67,19 @@ async def upgrade_all(libpq_url: str) -> None:
         await conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (UPGRADE_LOCK,))
         try:
             _refuse_newer(await revisions(libpq_url))
-            await asyncio.to_thread(migrate.upgrade, libpq_url)
-            await setup_checkpointer(libpq_url)
+            await require_owner(conn, "billsleuth db upgrade")
+            try:
+                await asyncio.to_thread(migrate.upgrade, libpq_url)
+                await setup_checkpointer(libpq_url)
+                await _grant_checkpoint_tables(conn)
+            except Exception as error:
+                refused = insufficient_privilege(error)
+                if refused is None:
+                    raise
+                raise NotSchemaOwner(
+                    f"billsleuth db upgrade needs the schema owner's login: {refused}; "
+                    "set BILLSLEUTH_OWNER_DATABASE_URL to it"
+                ) from None
         finally:
             await conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (UPGRADE_LOCK,))
 
@@ -73,6 +99,85 @@ async def ensure_ready(libpq_url: str) -> None:
     if not embedded():
         raise SchemaNotReady(behind[0].problem())
     await upgrade_all(libpq_url)
+
+
+async def require_owner(conn: psycopg.AsyncConnection, command: str) -> None:
+    """Refuse, in one line, a login that does not own the schema (nor is a superuser): what `command`
+    does (migrate, grant, truncate) is the owner's alone, and would otherwise fail half-way. On an empty
+    database it is enough that the login may create tables there."""
+    cursor = await conn.execute(
+        "SELECT current_user, pg_get_userbyid(c.relowner),"
+        " r.rolsuper OR pg_has_role(current_user, c.relowner, 'USAGE'),"
+        " has_schema_privilege(current_schema(), 'CREATE')"
+        " FROM pg_roles r LEFT JOIN pg_class c ON c.oid = to_regclass('alembic_version')"
+        " WHERE r.rolname = current_user"
+    )
+    row = await cursor.fetchone()
+    assert row is not None
+    login, owner, owns, may_create = row
+    if owner is not None and not owns:
+        raise NotSchemaOwner(
+            f"{command} needs the schema owner's login ({owner}), not {login}; "
+            "set BILLSLEUTH_OWNER_DATABASE_URL to it"
+        )
+    if owner is None and not may_create:
+        raise NotSchemaOwner(
+            f"{command} needs the schema owner's login: {login} may not create tables here; "
+            "set BILLSLEUTH_OWNER_DATABASE_URL to it"
+        )
+
+
+async def _grant_checkpoint_tables(conn: psycopg.AsyncConnection) -> None:
+    """The checkpointer's setup makes its tables as the owner: the runtime writes checkpoints, and only
+    reads the saver's version (every command checks it, `mcp` included). Migration 0011's default
+    privileges cover tables created after it; this also covers those created before."""
+    await conn.execute(
+        f"GRANT SELECT, INSERT, UPDATE, DELETE ON checkpoints, checkpoint_blobs, checkpoint_writes TO {APP_ROLE}"
+    )
+    await conn.execute(f"REVOKE INSERT, UPDATE, DELETE ON checkpoint_migrations FROM {APP_ROLE}")
+    await conn.execute(f"GRANT SELECT ON checkpoint_migrations TO {APP_ROLE}, {READER_ROLE}")
+
+
+def insufficient_privilege(error: BaseException) -> str | None:
+    """The server's own words when `error`, or an error that led to it, is a refused privilege (a login
+    without the owner's rights); None otherwise."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, psycopg.errors.InsufficientPrivilege):
+            return current.diag.message_primary or str(current).splitlines()[0]
+        current = current.__cause__ or current.__context__
+    return None
+
+
+async def ready_embedded(owner_url: str) -> str:
+    """On the embedded server: the URL the runtime uses, the login `billsleuth_runtime` (a member of
+    `billsleuth_app`), after upgrading the schema as the owner when it is behind and creating that login
+    when missing. A current database with the login costs the one query `at_heads` makes anyway."""
+    from engine.db import with_login
+
+    runtime = with_login(owner_url, RUNTIME_LOGIN)
+    try:
+        if await at_heads(runtime):
+            return runtime
+    except psycopg.OperationalError:
+        pass  # the login does not exist yet (a new server): the owner makes it below
+    await ensure_ready(owner_url)
+    async with await psycopg.AsyncConnection.connect(owner_url, autocommit=True) as conn:
+        await conn.execute(
+            f"""
+            DO $$
+            BEGIN
+                IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{RUNTIME_LOGIN}') THEN
+                    CREATE ROLE {RUNTIME_LOGIN} LOGIN IN ROLE {APP_ROLE};
+                END IF;
+            EXCEPTION WHEN duplicate_object OR unique_violation THEN
+                NULL;  -- another process made it meanwhile
+            END $$
+            """
+        )
+    return runtime
 
 
 def _refuse_newer(standing: list[Revision]) -> None:

@@ -34,6 +34,9 @@ class DatabaseUrlError(ValueError):
 
 class DatabaseSettings(EnvSettings):
     url: SecretStr | None = Field(None, validation_alias="DATABASE_URL")  # secret: it may carry a password
+    # The schema owner's login, for the commands that rebuild or create databases (db upgrade, seed, eval,
+    # demo); the runtime's DATABASE_URL is a login in billsleuth_app.
+    owner_url: SecretStr | None = Field(None, validation_alias="BILLSLEUTH_OWNER_DATABASE_URL")
     home: Path = Field(Path("var"), validation_alias="BILLSLEUTH_HOME")
 
 
@@ -66,6 +69,15 @@ def database_url() -> str:
     return _embedded_url(settings.home.resolve() / "pg")
 
 
+def owner_database_url() -> str:
+    """The libpq URL of the schema owner's login: BILLSLEUTH_OWNER_DATABASE_URL, else DATABASE_URL, else
+    the embedded server's (whose superuser owns its schema)."""
+    settings = DatabaseSettings.from_env()
+    if settings.owner_url is not None:
+        return settings.owner_url.get_secret_value()
+    return database_url()
+
+
 def sqlalchemy_url(libpq_url: str) -> URL:
     """postgresql:// or postgres:// (as libpq and Heroku write them) → SQLAlchemy's psycopg 3 dialect."""
     if libpq_url.startswith("postgres://"):
@@ -85,6 +97,12 @@ def libpq_url_of(engine: AsyncEngine) -> str:
 def with_database(libpq_url: str, name: str) -> str:
     """The same server, another database (for clones and admin work)."""
     url = make_url(libpq_url.replace("postgres://", "postgresql://", 1)).set(database=name)
+    return url.render_as_string(hide_password=False)
+
+
+def with_login(libpq_url: str, user: str, password: str | None = None) -> str:
+    """The same server and database as another login (the embedded server's runtime login, tests')."""
+    url = make_url(libpq_url.replace("postgres://", "postgresql://", 1)).set(username=user, password=password)
     return url.render_as_string(hide_password=False)
 
 

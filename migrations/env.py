@@ -5,14 +5,14 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import create_engine, pool, text
 
-from engine.db import database_url, sqlalchemy_url
+from engine.db import owner_database_url, sqlalchemy_url
 from engine.schema import metadata
 
 MIGRATION_LOCK = 7_340_001  # pg_advisory_lock key: two processes upgrading at once take turns
 
 
 def run_migrations_online() -> None:
-    url = context.config.attributes.get("database_url") or database_url()
+    url = context.config.attributes.get("database_url") or owner_database_url()
     engine = create_engine(sqlalchemy_url(url), poolclass=pool.NullPool)
     with engine.connect() as connection:
         connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATION_LOCK})

@@ -13,7 +13,16 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from agent.database import upgrade_all
 from engine.db import create_engine, with_database
 from tests.os_accounts import SECOND, THIRD, OsAccount, os_account_for
-from tests.pg import admin_execute, clone_database, database_name, drop_database, start_disposable_server
+from tests.pg import (
+    Login,
+    admin_execute,
+    clone_database,
+    create_login,
+    database_name,
+    drop_database,
+    drop_login,
+    start_disposable_server,
+)
 
 MIGRATED_TEMPLATE = f"bs_migrated_{os.getpid()}"
 SEEDED_TEMPLATE = f"bs_seeded_{os.getpid()}"
@@ -111,3 +120,20 @@ def second_os_account(pg_server_url: str) -> OsAccount:
 def third_os_account(pg_server_url: str) -> OsAccount:
     """A third person at the CLI: the real OS account bs_third."""
     return os_account_for(THIRD, pg_server_url)
+
+
+@pytest.fixture(scope="session")
+def app_login(pg_server_url: str, migrated_template: str) -> Iterator[Login]:
+    """A login in billsleuth_app (the roles exist once `db upgrade` ran: migrated_template): the runtime
+    as an operator sets it up. `app_login.url(db_url)` reaches a test's database as it."""
+    login = create_login(pg_server_url, "billsleuth_app")
+    yield login
+    drop_login(pg_server_url, login)
+
+
+@pytest.fixture(scope="session")
+def reader_login(pg_server_url: str, migrated_template: str) -> Iterator[Login]:
+    """A login in billsleuth_reader (what `billsleuth mcp` runs as); `reader_login.url(db_url)`."""
+    login = create_login(pg_server_url, "billsleuth_reader")
+    yield login
+    drop_login(pg_server_url, login)

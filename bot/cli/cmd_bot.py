@@ -40,8 +40,8 @@ def run(args: argparse.Namespace) -> int:
     from agent.database import SchemaNotReady
     from approvals.config import ApprovalSettings
     from bot.config import SlackConfigError, SlackSettings
-    from bot.server import prepare_database, run_bot
-    from engine.db import database_url
+    from bot.cli.common import ready_database
+    from bot.server import run_bot
     from engine.logcontext import setup_logging
     from engine.settings import SettingsError
 
@@ -56,14 +56,15 @@ def run(args: argparse.Namespace) -> int:
         setup_logging()
     except SettingsError as error:  # Slack's, the investigator's, the policy's or the log format's
         raise CommandError(str(error)) from None
-    url = database_url()
+    # The schema and the checkpoint tables current (upgraded on the embedded server, one process at a
+    # time), and the login the bot runs as: DATABASE_URL's, or the embedded server's runtime login.
+    url = ready_database()
 
     def ready(where: str) -> None:
         freeze_the_startup_heap()
         print(f"BillSleuth is running ({where})", flush=True)
 
     async def serve() -> None:
-        await prepare_database(url)  # the schema and the checkpoint tables, one bot at a time
         await run_bot(
             url,
             settings,

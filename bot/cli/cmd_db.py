@@ -18,9 +18,9 @@ def run_upgrade(args: argparse.Namespace) -> int:
     from agent.database import SchemaNotReady, upgrade_all
     from bot.cli.common import CommandError
     from engine import migrate
-    from engine.db import database_url
+    from engine.db import owner_database_url
 
-    url = database_url()
+    url = owner_database_url()  # the schema owner's: only it may change the schema
     before = migrate.current_revision(url)
     try:
         asyncio.run(upgrade_all(url))

@@ -23,11 +23,11 @@ def run(args: argparse.Namespace) -> int:
     from approvals.identity import os_account
     from bot.cli.common import CommandError
     from bot.demo import run_demo
-    from engine.db import database_url, home
+    from engine.db import home, owner_database_url
     from scenarios.seed import seed_database
 
     # The demo's database is its own whatever DATABASE_URL says, so it always brings it up to date.
-    url = demo_database(database_url())
+    url = demo_database(owner_database_url())
     try:
         asyncio.run(upgrade_all(url))
     except SchemaNotReady as error:

@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     configuration = _configuration(args.investigator)
 
     from approvals.config import ApprovalSettings, SettingsError
-    from bot.cli.common import ready_database
+    from bot.cli.common import ready_owner_database
     from scenarios.eval_scratch import ScratchRefused
     from scenarios.evaluation import EvalInputError, evaluate
 
@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
         settings = ApprovalSettings.from_env()
     except SettingsError as error:
         raise CommandError(str(error)) from None
-    url = ready_database()
+    url = ready_owner_database(None)  # its scratch copies are the owner's work
     _unwind_on_sigterm()
     try:
         report = evaluate(

@@ -38,12 +38,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from approvals.identity import os_account
-    from bot.cli.common import ready_database
+    from bot.cli.common import ready_owner_database
     from engine.db import home
     from scenarios.generator import DEFAULT_SEED
     from scenarios.seed import ReseedRefused, seed_database
 
-    url = ready_database()
+    url = ready_owner_database("billsleuth seed")
     directory = args.scenarios if args.scenarios is not None else home() / "scenarios"
     seed = DEFAULT_SEED if args.seed is None else args.seed
     if directory.exists() and not directory.is_dir():

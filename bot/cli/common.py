@@ -43,8 +43,9 @@ def print_json(data: Any) -> None:
 
 
 def ready_database() -> str:
-    """The database URL once its schema and checkpoint tables are current (every command but `db
-    upgrade` and `demo` starts here): upgraded on the embedded server, else checked, refusing in one line."""
+    """The database URL the runtime uses once the schema and checkpoint tables are current (every command
+    but the owner's starts here): DATABASE_URL, checked, refusing in one line; on the embedded server its
+    runtime login, after upgrading as the owner when behind."""
     import asyncio
     import os
 
@@ -53,12 +54,41 @@ def ready_database() -> str:
     # DATABASE_URL as engine.db.DatabaseSettings takes it (blank is unset), without importing pydantic
     # and SQLAlchemy with engine.db: a sweep over the ledger needs neither.
     url = os.environ.get("DATABASE_URL", "").strip()
-    if not url:
+    try:
+        if url:
+            asyncio.run(ensure_ready(url))
+            return url
+        from agent.database import ready_embedded
         from engine.db import database_url
 
-        url = database_url()
+        return asyncio.run(ready_embedded(database_url()))
+    except SchemaNotReady as error:
+        raise CommandError(str(error)) from None
+
+
+def ready_owner_database(command: str | None) -> str:
+    """The schema owner's URL (BILLSLEUTH_OWNER_DATABASE_URL, else DATABASE_URL, else the embedded
+    server's) once the schema is current. For a `command` that rebuilds the dataset, a login that does
+    not own the schema is refused in one line before anything is written (None: `eval`, which only reads
+    the source and creates its own scratch databases)."""
+    import asyncio
+
+    import psycopg
+
+    from agent.database import SchemaNotReady, ensure_ready, require_owner
+    from engine.db import owner_database_url
+
+    url = owner_database_url()
+
+    async def check() -> None:
+        await ensure_ready(url)
+        if command is None:
+            return
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            await require_owner(conn, command)
+
     try:
-        asyncio.run(ensure_ready(url))
+        asyncio.run(check())
     except SchemaNotReady as error:
         raise CommandError(str(error)) from None
     return url
