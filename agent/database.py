@@ -132,7 +132,8 @@ async def _grant_checkpoint_tables(conn: psycopg.AsyncConnection) -> None:
     reads the saver's version (every command checks it, `mcp` included). Migration 0011's default
     privileges cover tables created after it; this also covers those created before."""
     await conn.execute(
-        f"GRANT SELECT, INSERT, UPDATE, DELETE ON checkpoints, checkpoint_blobs, checkpoint_writes TO {APP_ROLE}"
+        "GRANT SELECT, INSERT, UPDATE, DELETE ON checkpoints, checkpoint_blobs, checkpoint_writes"
+        f" TO {APP_ROLE}"
     )
     await conn.execute(f"REVOKE INSERT, UPDATE, DELETE ON checkpoint_migrations FROM {APP_ROLE}")
     await conn.execute(f"GRANT SELECT ON checkpoint_migrations TO {APP_ROLE}, {READER_ROLE}")

@@ -39,8 +39,8 @@ def run(args: argparse.Namespace) -> int:
     from agent.configuration import Configuration
     from agent.database import SchemaNotReady
     from approvals.config import ApprovalSettings
-    from bot.config import SlackConfigError, SlackSettings
     from bot.cli.common import ready_database
+    from bot.config import SlackConfigError, SlackSettings
     from bot.server import run_bot
     from engine.logcontext import setup_logging
     from engine.settings import SettingsError
