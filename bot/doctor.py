@@ -75,7 +75,50 @@ async def check_database() -> list[Check]:
             "ledger", "ok" if n_customers else "warn", ledger, "" if n_customers else "run `billsleuth seed`"
         )
     )
-    return [*checks, chain, policy]
+    role = await check_runtime_role(url) if where == "DATABASE_URL" else EMBEDDED_ROLE
+    return [*checks, role, chain, policy]
+
+
+EMBEDDED_ROLE = Check(
+    "database role",
+    "ok",
+    "the embedded server runs the runtime as billsleuth_runtime (in billsleuth_app), the owner's commands "
+    "as its superuser; it trusts local connections, so the roles stop mistakes, not an insider",
+)
+RUNTIME_ROLE_FIX = (
+    "run the bot and the everyday commands as a login in billsleuth_app (GRANT billsleuth_app TO <login>) "
+    "and keep the owner's login for BILLSLEUTH_OWNER_DATABASE_URL"
+)
+
+
+async def check_runtime_role(url: str) -> Check:
+    """Who DATABASE_URL logs in as: the runtime must not be the schema owner or a superuser, which could
+    disable the triggers and rewrite the activity log with its hashes."""
+    import psycopg
+
+    try:
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            cursor = await conn.execute(
+                "SELECT current_user, r.rolsuper,"
+                " c.relowner IS NOT NULL AND pg_has_role(current_user, c.relowner, 'USAGE'),"
+                " pg_has_role(current_user, to_regrole('billsleuth_app'), 'MEMBER')"
+                " FROM pg_roles r LEFT JOIN pg_class c ON c.oid = to_regclass('alembic_version')"
+                " WHERE r.rolname = current_user"
+            )
+            login, superuser, owner, member = await cursor.fetchone() or ("?", False, False, None)
+    except psycopg.Error as error:
+        return Check("database role", "warn", f"not checked: {error}".splitlines()[0])
+    if superuser or owner:
+        what = "a superuser" if superuser else "the schema owner"
+        return Check(
+            "database role",
+            "warn",
+            f"DATABASE_URL logs in as {login}, {what}: it could disable the triggers and rewrite history",
+            RUNTIME_ROLE_FIX,
+        )
+    if not member:
+        return Check("database role", "warn", f"{login} is not a member of billsleuth_app", RUNTIME_ROLE_FIX)
+    return Check("database role", "ok", f"{login}, a member of billsleuth_app (not the schema owner)")
 
 
 def revision_check(name: str, revision: Revision) -> Check:

@@ -6,15 +6,31 @@ login of its own."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import psycopg
 import pytest
 from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine
 
+from agent.database import upgrade_all
 from bot.cli import main as cli
-from tests.pg import Login
+from engine.db import with_database
+from tests.pg import Login, admin_execute, create_login, database_name, drop_database, drop_login
+from tests.test_mcp import (
+    check_audit_rows,
+    check_listing,
+    check_recompute_and_refusals,
+    mcp_rows,
+    stdio_session,
+)
+
+BILLSLEUTH = Path(sys.executable).with_name("billsleuth")
 
 SUPPORT, ALICE = "U0SUPPORT1", "U0FIN0001"
 APPEND = (
@@ -232,3 +248,76 @@ def test_on_the_embedded_server_the_runtime_is_a_login_in_the_app_role(
     assert run(["seed"], capsys)[0] == 0  # the owner's command, as the owner
     code, out, err = run(["audit", "--all", "--json"], capsys)
     assert code == 0 and json.loads(out)["findings"], err
+
+
+# ---- billsleuth_reader: `billsleuth mcp` ----------------------------------------------------------------
+
+
+async def test_mcp_serves_its_tools_as_a_reader_login_that_postgres_refuses_any_write(
+    seeded_db_url: str, seeded_db: AsyncEngine, reader_login: Login
+) -> None:
+    reader = reader_login.url(seeded_db_url)
+    async with stdio_session(reader) as session:
+        check_listing(await session.list_tools())
+        await check_recompute_and_refusals(session, seeded_db)
+    check_audit_rows(await mcp_rows(seeded_db))  # its audit rows, written as the reader
+    with psycopg.connect(reader, autocommit=True) as conn:
+        assert conn.execute("SELECT count(*) FROM invoices").fetchone() != (0,)
+        for write in (
+            "UPDATE invoices SET total = 0",
+            "INSERT INTO credit_notes (id, invoice_id, amount, reason, status) "
+            "VALUES ('CN-9999', 'INV-0001-05', 1.00, 'x', 'issued')",
+            "DELETE FROM payments",
+            "UPDATE audit_log SET ok = true",
+            "DELETE FROM audit_log",
+            "SELECT count(*) FROM cases",  # not the ledger: cases, notes' votes, activity are not its to read
+            "SELECT count(*) FROM approvals",
+            APPEND,
+            "TRUNCATE audit_log",
+        ):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute(write)  # type: ignore[arg-type]
+
+
+# ---- doctor --------------------------------------------------------------------------------------------
+
+
+def doctor(url: str) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "OPENAI_", "BILLSLEUTH_"))}
+    done = subprocess.run(
+        [str(BILLSLEUTH), "doctor"],
+        capture_output=True,
+        text=True,
+        env={**env, "DATABASE_URL": url},
+        timeout=120,
+    )
+    return done.stdout
+
+
+def test_doctor_warns_when_the_runtime_logs_in_as_a_superuser_or_the_schema_owner(
+    pg_server_url: str, db_url: str, app_login: Login, capsys: pytest.CaptureFixture[str]
+) -> None:
+    superuser = make_url(db_url).username
+    assert (
+        f"! database role: DATABASE_URL logs in as {superuser}, a superuser: it could disable the triggers "
+        "and rewrite history\n    → run the bot and the everyday commands as a login in billsleuth_app"
+    ) in doctor(db_url)
+    assert f"✓ database role: {app_login.user}, a member of billsleuth_app" in doctor(app_login.url(db_url))
+
+    # A schema owner that is no superuser (as on a managed Postgres): its `db upgrade` makes the grants,
+    # and the app role works on what it owns; doctor still tells it apart from the runtime.
+    owner = create_login(pg_server_url, "pg_monitor")  # any harmless group: the login is what counts
+    name = database_name(db_url) + "_owned"
+    admin_execute(pg_server_url, f'CREATE DATABASE "{name}" OWNER {owner.user}')
+    try:
+        owned = owner.url(with_database(db_url, name))
+        asyncio.run(upgrade_all(owned))
+        assert f"! database role: DATABASE_URL logs in as {owner.user}, the schema owner" in doctor(owned)
+        with psycopg.connect(app_login.url(owned), autocommit=True) as conn:
+            conn.execute(APPEND)
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute("ALTER TABLE activity_log DISABLE TRIGGER ALL")
+    finally:
+        drop_database(pg_server_url, name)
+        admin_execute(pg_server_url, f"DROP OWNED BY {owner.user}")
+        drop_login(pg_server_url, owner)

@@ -65,7 +65,8 @@ def upgrade() -> None:
     op.execute(f"ALTER DEFAULT PRIVILEGES IN SCHEMA {schema} GRANT {DML} ON TABLES TO {APP}")
     op.execute(f"ALTER DEFAULT PRIVILEGES IN SCHEMA {schema} GRANT USAGE, SELECT ON SEQUENCES TO {APP}")
     op.execute(f"GRANT SELECT ON {', '.join(LEDGER_TABLES)}, alembic_version TO {READER}")
-    op.execute(f"GRANT INSERT ON audit_log TO {READER}")
+    # The tool audit's INSERT … RETURNING id reads the new row's id, and only that column.
+    op.execute(f"GRANT INSERT, SELECT (id) ON audit_log TO {READER}")
     op.execute(f"GRANT USAGE ON SEQUENCE {_sequence_of('audit_log')} TO {READER}")
     # The chain appends as the owner: the caller needs INSERT on activity_log and nothing else. The pinned
     # search_path keeps a caller's own schema (pg_temp included) from standing in for the head or the
