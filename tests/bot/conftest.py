@@ -1,5 +1,5 @@
 """One real bot per test: the Bolt app over HTTP on 127.0.0.1, the recording Slack Web API, a fresh copy
-of the seeded ledger reached as a login in billsleuth_app, and the offline investigator."""
+of the seeded ledger, and the offline investigator."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from approvals.config import ApprovalSettings
 from bot.server import RunningBot
 from bot.slack_testing import SignedClient, SlackRecorder
 from tests.bot.helpers import FINANCE, SECRET, SUPPORT, offline_bot
-from tests.pg import Login
 
 
 @pytest.fixture
@@ -22,12 +21,9 @@ async def slack() -> AsyncIterator[SlackRecorder]:
 
 
 @pytest.fixture
-async def ready_db_url(seeded_db_url: str, app_login: Login) -> str:
-    """The seeded ledger, checkpoint tables included (the template is what `billsleuth db upgrade` leaves),
-    reached as the bot runs in production: a login in billsleuth_app, not the schema owner. So every bot
-    test also shows the role has what the bot needs. A test that must act as the owner (disable a
-    trigger, rewrite history) uses `seeded_db_url`, the same database as its owner."""
-    return app_login.url(seeded_db_url)
+async def ready_db_url(seeded_db_url: str) -> str:
+    """The seeded ledger, checkpoint tables included (the template is what `billsleuth db upgrade` leaves)."""
+    return seeded_db_url
 
 
 @pytest.fixture
