@@ -56,8 +56,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run_import(args: argparse.Namespace) -> int:
     import asyncio
 
+    from approvals.identity import os_account
     from approvals.ledger_import import LedgerRejected, import_ledger
-    from bot.cli.common import os_user, print_json, ready_database
+    from bot.cli.common import print_json, ready_database
     from engine.db import create_engine
     from engine.ledger_load import LedgerInputError, input_files
 
@@ -70,7 +71,7 @@ def run_import(args: argparse.Namespace) -> int:
     async def go() -> Any:
         engine = create_engine(url)
         try:
-            return await import_ledger(engine, files, actor=os_user(), dry_run=args.dry_run)
+            return await import_ledger(engine, files, actor=os_account(), dry_run=args.dry_run)
         finally:
             await engine.dispose()
 
