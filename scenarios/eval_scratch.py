@@ -24,25 +24,13 @@ from psycopg import sql
 
 from agent.database import upgrade_all
 from engine.db import with_database
+from engine.ledger_load import TABLE_ORDER as LEDGER_TABLE_ORDER
 
 # Parents before children. The ledger, plus the credit-note side (existing notes limit what may still be
 # credited on an invoice), plus dataset_info. Cases, logs and Slack event ids are history the agent never
 # reads; they stay behind.
-COPIED_TABLES: tuple[str, ...] = (
-    "plans",
-    "coupons",
-    "tax_rates",
-    "customers",
-    "subscriptions",
-    "subscription_events",
-    "invoices",
-    "invoice_lines",
-    "payments",
-    "credit_notes",
-    "credit_note_requests",
-    "approvals",
-    "dataset_info",
-)
+COPIED_TABLES: tuple[str, ...] = (*LEDGER_TABLE_ORDER, "credit_note_requests", "approvals", "dataset_info")
+
 NAME_PREFIX = "bs_eval_"
 
 
