@@ -12,7 +12,7 @@ from pathlib import Path
 
 from agent.i18n import DOMAIN, LOCALE_DIR, LOCALES
 
-SOURCES = (Path(__file__).resolve().parent / "prompts.py",)
+SOURCES = (Path(__file__).resolve().parent / "graph" / "prompts.py",)
 # `text(language, message, …)`, `in_context(language, context, message)` and `msg(message)` (agent.i18n)
 # mark the messages.
 KEYWORDS = {"text": (2,), "in_context": ((2, "c"), 3), "msg": (1,)}

@@ -50,7 +50,7 @@ class NotSchemaOwner(SchemaNotReady):
 
 async def revisions(libpq_url: str) -> list[Revision]:
     """The schema's and the checkpoint tables' standing; changes nothing."""
-    from agent.checkpoint import checkpoint_revision
+    from agent.graph.checkpoint import checkpoint_revision
     from engine import migrate
 
     schema = await asyncio.to_thread(migrate.schema_revision, libpq_url)
@@ -60,7 +60,7 @@ async def revisions(libpq_url: str) -> list[Revision]:
 async def upgrade_all(libpq_url: str) -> None:
     """Bring the schema and the checkpoint tables to this code's head, one process at a time. A database
     newer than this code is refused, not touched."""
-    from agent.checkpoint import setup_checkpointer
+    from agent.graph.checkpoint import setup_checkpointer
     from engine import migrate
 
     async with await psycopg.AsyncConnection.connect(libpq_url, autocommit=True) as conn:

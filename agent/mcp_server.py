@@ -1,9 +1,9 @@
 """The read-only tools over the Model Context Protocol (`billsleuth mcp`), with the official `mcp` SDK.
 
-The server lists exactly the specs of `agent.tools.READ_TOOLS`, the registry the graph's model is offered,
-each annotated read-only; a call runs through `call_tool_for_customer`, so it gets the graph's argument
-validation, customer scoping and audit row (actor `mcp:<the client's name from its clientInfo>`). Nothing
-that writes is in that registry, so nothing that writes can be listed or called here.
+The server lists exactly the specs of `agent.graph.tools.READ_TOOLS`, the registry the graph's model is
+offered, each annotated read-only; a call runs through `call_tool_for_customer`, so it gets the graph's
+argument validation, customer scoping and audit row (actor `mcp:<the client's name from its clientInfo>`).
+Nothing that writes is in that registry, so nothing that writes can be listed or called here.
 
 stdio by default (the client starts the process); `--http` serves streamable HTTP on 127.0.0.1 and every
 request must carry `Authorization: Bearer $BILLSLEUTH_MCP_TOKEN` (without a token it will not start).
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, SecretStr, field_validator
 
-from agent.tools import READ_TOOLS, ToolSpec, call_tool_for_customer
+from agent.graph.tools import READ_TOOLS, ToolSpec, call_tool_for_customer
 from engine.settings import EnvSettings, SettingsError
 
 if TYPE_CHECKING:

@@ -2,7 +2,7 @@
 
 Both are part of the stored policy (BILLSLEUTH_MODEL_PRICES, BILLSLEUTH_MODEL_BUDGET; approvals/config.py),
 so whether a change widens spending power (approvals/policy_direction.py) is judged here too, without
-the agent. agent/costs.py prices responses with these and keeps the ledger of what was spent.
+the agent. agent/model/costs.py prices responses with these and keeps the ledger of what was spent.
 """
 
 from __future__ import annotations

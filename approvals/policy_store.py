@@ -125,7 +125,7 @@ class Proposal:
 
 
 # Called inside the transaction that puts a change in force (a model-budget change reaches the month's
-# budget row this way: agent/budget.py). It may raise Refused (POLICY_MOVED_ON) to stop the change.
+# budget row this way: agent/model/budget.py). It may raise Refused (POLICY_MOVED_ON) to stop the change.
 OnApply = Callable[[AsyncConnection, PolicyChange], Awaitable[None]]
 
 

@@ -47,7 +47,7 @@ from zoneinfo import ZoneInfo
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agent.audit_run import default_workers  # noqa: E402
+from agent.auditor.run import default_workers  # noqa: E402
 from agent.database import upgrade_all  # noqa: E402
 from engine.billing import add_months, build_invoices  # noqa: E402
 from engine.db import create_engine, with_database  # noqa: E402

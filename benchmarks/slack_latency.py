@@ -29,7 +29,7 @@ from pathlib import Path
 
 import psycopg
 
-from agent.checkpoint import setup_checkpointer
+from agent.graph.checkpoint import setup_checkpointer
 from bot.cards import APPROVE_ACTION_ID
 from bot.slack_testing import SignedClient, SlackRecorder
 from bot.slack_testing import payloads as p

@@ -17,8 +17,8 @@ from typing import Any
 
 from sqlalchemy import select
 
-from agent.configuration import Configuration
-from agent.findings_sweep import run_findings_sweep
+from agent.auditor.sweep import run_findings_sweep
+from agent.graph.configuration import Configuration
 from approvals.activity import USER
 from approvals.config import ApprovalSettings
 from approvals.seals import DAILY, verify_anchor

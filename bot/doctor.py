@@ -243,7 +243,7 @@ async def check_slack() -> list[Check]:
 
 
 async def check_model() -> list[Check]:
-    from agent.configuration import Configuration, ConfigurationError
+    from agent.graph.configuration import Configuration, ConfigurationError
 
     try:
         config = Configuration.from_env()
@@ -279,9 +279,9 @@ async def check_model() -> list[Check]:
 async def check_model_costs() -> list[Check]:
     """The model's price (without one its calls are recorded with tokens but no cost, and the budget cannot
     hold them) and this month's model budget."""
-    from agent.budget import standing
-    from agent.configuration import Configuration, ConfigurationError
-    from agent.costs import usd_display
+    from agent.graph.configuration import Configuration, ConfigurationError
+    from agent.model.budget import standing
+    from agent.model.costs import usd_display
     from engine.db import create_engine, database_url
 
     try:
@@ -349,7 +349,7 @@ async def check_model_costs() -> list[Check]:
 async def _spend_in_force(engine: AsyncEngine, own: Any) -> Any:
     """The stored policy's model budget and prices (what every process enforces); this environment's
     while none is stored."""
-    from agent.costs import SpendSettings
+    from agent.model.costs import SpendSettings
     from approvals.policy_store import read_policy
 
     stored = await read_policy(engine)

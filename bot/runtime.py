@@ -19,7 +19,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from agent.cases import CaseService
+from agent.cases.service import CaseService
 from approvals.config import ApprovalSettings
 from bot.config import SlackConfigError, SlackSettings
 from bot.identity import Installation, InstallationCache

@@ -65,9 +65,9 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 
 from agent import language
-from agent.cases import BOT_START, case_service
-from agent.configuration import Configuration
+from agent.cases.service import BOT_START, case_service
 from agent.database import ensure_ready
+from agent.graph.configuration import Configuration
 from approvals.config import ApprovalSettings
 from bot.access import OPEN_TO_EVERYONE, SET_SUPPORT
 from bot.config import SlackConfigError, SlackSettings

@@ -19,14 +19,14 @@ from sqlalchemy import bindparam, delete, func, or_, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from agent.cases import CaseService
-from agent.state import SETTLED, UNFINISHED, CaseStatus
+from agent.cases.service import CaseService
+from agent.graph.state import SETTLED, UNFINISHED, CaseStatus
 from approvals.models import NoteStatus
 from engine import schema
 from engine.db import autocommit, reading
 
 LOCAL_LOCK_STRIPES = 64
-MAX_LOCK_HOLDERS = 4  # with the case locks' 6 (agent.cases), 10 of the pool's 15 connections at most
+MAX_LOCK_HOLDERS = 4  # with the case locks' 6 (agent.cases.service), 10 of the pool's 15 connections at most
 
 # A case drawn in one of these states never changes again (an escalated one may, while its note is
 # approved: it can still be cancelled).

@@ -142,7 +142,7 @@ async def reading(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
 
 async def driver_connection(conn: AsyncConnection) -> Any:
     """The psycopg connection under a SQLAlchemy one, in the same transaction: for statements written
-    for plain psycopg (engine.ledger, agent.findings_record) to run in the caller's transaction. Begins
+    for plain psycopg (engine.ledger, agent.auditor.sweep_record) to run in the caller's transaction. Begins
     it first when nothing has, as a statement run through SQLAlchemy would: psycopg would open one on its
     own anyway, and SQLAlchemy, not knowing, would make the caller's commit() a no-op."""
     if not conn.in_transaction():

@@ -7,7 +7,7 @@ and its import cost more than the rules themselves.
 
 Screen rows carry no invoice lines: each invoice comes with its succeeded payments and issued credit
 notes summed by Postgres (one Payment and one CreditNote per invoice standing for the sums), which is all
-agent.auditor.has_overpaid_invoice needs; engine.ledger.full_ledgers reads whole ledgers for the few it
+agent.auditor.audit.has_overpaid_invoice needs; engine.ledger.full_ledgers reads whole ledgers for the few it
 flags.
 """
 

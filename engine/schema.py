@@ -376,7 +376,7 @@ dataset_info = Table(
     Column("value", Text, nullable=False),
 )
 
-# Model costs and the monthly model budget (migration 0010; agent/costs.py, agent/budget.py).
+# Model costs and the monthly model budget (migration 0010; agent/model/costs.py, agent/model/budget.py).
 USD = Numeric(18, 6, asdecimal=True)
 
 # One row per model response; the response id is the dedupe key. cost NULL: the model has no price.

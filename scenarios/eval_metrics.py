@@ -30,7 +30,7 @@ DIGITS = 4  # rates and bounds are reported to four decimals (0.01 percentage po
 
 # How the agent words an escalation for a number the ledger does not support: the LLM investigator refuses
 # a submitted overcharge no tool returned, verify refuses a claimed overcharge no recomputation shows, and
-# write-up refuses a message stating an unsupported number (agent/llm.py, verify.py, graph.py).
+# write-up refuses a message stating an unsupported number (agent/model/investigator.py, verify.py, graph.py).
 UNGROUNDED_REASON = re.compile(
     r"not supported by the ledger|ledger does not support|a number no tool it called returned|ungrounded",
     re.IGNORECASE,

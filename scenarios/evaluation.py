@@ -24,9 +24,9 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from agent.cases import CaseService, case_service
-from agent.configuration import Configuration
-from agent.customers import find_customer
+from agent.cases.customers import find_customer
+from agent.cases.service import CaseService, case_service
+from agent.graph.configuration import Configuration
 from agent.language import Language, detect, warm_up_beside
 from approvals.config import ApprovalSettings
 from engine import schema

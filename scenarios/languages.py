@@ -15,8 +15,8 @@ from datetime import date
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
+from agent.cases.intake import Complaint, parse_complaint
 from agent.i18n import LOCALES
-from agent.intake import Complaint, parse_complaint
 from agent.language import Language, detect
 
 if TYPE_CHECKING:
@@ -95,7 +95,7 @@ SENTENCES: dict[Language, tuple[str, str, str, str]] = {
         "Goedendag, we denken dat we te veel hebben betaald. Kunt u ons account nakijken?",
     ),
 }
-# "last month" and "this month" as each language says them (agent.intake reads them all).
+# "last month" and "this month" as each language says them (agent.cases.intake reads them all).
 RELATIVE: dict[Language, tuple[str, str]] = {
     "en": ("last month", "this month"),
     "zh": ("上个月", "这个月"),

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from agent.cases import CaseService, case_service
-from agent.configuration import Configuration
-from agent.grounding import ungrounded
-from agent.prompts import month_of
+from agent.cases.service import CaseService, case_service
+from agent.graph.configuration import Configuration
+from agent.graph.grounding import ungrounded
+from agent.graph.prompts import month_of
 from engine import schema
 from engine.money import fmt
 from tests.cli import billsleuth

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agent.audit_run import audit_all
+from agent.auditor.run import audit_all
 from engine.money import fmt
 from scenarios.extra_kinds import SCENARIOS_PER_SEED
 from scenarios.generator import DEFAULT_SEED, generate

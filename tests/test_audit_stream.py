@@ -14,7 +14,7 @@ from pathlib import Path
 
 import psycopg
 
-from agent.audit_run import audit_all
+from agent.auditor.run import audit_all
 from bot.cli.common import dumps
 from bot.cli.progress import ProgressBar, progress_bar, render
 from engine.db import create_engine
@@ -173,7 +173,7 @@ def test_audit_all_starts_without_the_graph_the_model_client_slack_or_sqlalchemy
 
 def test_audit_all_json_is_the_whole_ledger_audited_in_memory(seeded_db_url: str) -> None:
     """Byte for byte what auditing every whole ledger (engine.ledger, no screen, no stream) prints."""
-    from agent.auditor import audit_customer
+    from agent.auditor.audit import audit_customer
     from engine.ledger import load_price_book
 
     async def in_memory() -> dict:

@@ -9,8 +9,8 @@ from decimal import Decimal
 
 import pytest
 
-from agent.auditor import NO_ERROR, ROOT_CAUSES, audit_customer, has_overpaid_invoice, investigate
-from agent.intake import parse_complaint
+from agent.auditor.audit import NO_ERROR, ROOT_CAUSES, audit_customer, has_overpaid_invoice, investigate
+from agent.cases.intake import parse_complaint
 from engine.model import CustomerLedger, PriceBook
 from engine.money import fmt
 from engine.pricebook import COUPONS, PLANS, TAX_RATES

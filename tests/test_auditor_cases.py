@@ -7,8 +7,8 @@ from dataclasses import replace
 from datetime import UTC, date, datetime
 from decimal import Decimal
 
-from agent.auditor import NO_ERROR, UNKNOWN, audit_customer, has_overpaid_invoice, investigate
-from agent.intake import Asked, parse_complaint
+from agent.auditor.audit import NO_ERROR, UNKNOWN, audit_customer, has_overpaid_invoice, investigate
+from agent.cases.intake import Asked, parse_complaint
 from engine.billing import build_invoices
 from engine.model import CreditNote, Customer, CustomerLedger, Event, Line, Payment, PriceBook, Subscription
 from engine.money import ZERO, fmt, money

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from sqlalchemy import event, func, select, text
 
-from agent.cases import BOT_START, CaseService, case_service
-from agent.configuration import Configuration
-from agent.prompts import rejected_reply
+from agent.cases.service import BOT_START, CaseService, case_service
+from agent.graph.configuration import Configuration
+from agent.graph.prompts import rejected_reply
 from approvals.config import ApprovalSettings
 from approvals.models import ApprovalRefused
 from engine import schema

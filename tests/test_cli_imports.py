@@ -1,7 +1,7 @@
 """The read commands import only what they use: no LangGraph, LangChain, Alembic, openai, Slack or MCP SDK.
 
 Those cost a read command most of its start-up time (benchmarks/cli_latency.py prints the figures); a
-command that opens or decides a case loads the graph when it first runs one (agent.lazy_graph)."""
+command that opens or decides a case loads the graph when it first runs one (agent.graph.lazy_graph)."""
 
 from __future__ import annotations
 
@@ -97,7 +97,7 @@ def test_the_audit_and_the_sweep_read_and_record_without_sqlalchemy(
     seeded_db_url: str, args: list[str]
 ) -> None:
     """Importing SQLAlchemy takes longer here than auditing 3,000 customers: the audit streams on plain
-    psycopg and the sweep records its findings on it too (agent.findings_record)."""
+    psycopg and the sweep records its findings on it too (agent.auditor.sweep_record)."""
     code, heavy, out = run_probe(seeded_db_url, *args, heavy=("sqlalchemy", "pydantic", *HEAVY))
     assert code == 0, out
     assert heavy == []

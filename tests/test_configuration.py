@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.configuration import Configuration, ConfigurationError
+from agent.graph.configuration import Configuration, ConfigurationError
 
 VARIABLES = (
     "OPENAI_API_KEY",

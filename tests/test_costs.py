@@ -24,10 +24,10 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select, text
 
-from agent.budget import month_of, standing
-from agent.cases import case_service
-from agent.configuration import Configuration
-from agent.costs import DEFAULT_PRICES, ModelPrice, SpendSettings
+from agent.cases.service import case_service
+from agent.graph.configuration import Configuration
+from agent.model.budget import month_of, standing
+from agent.model.costs import DEFAULT_PRICES, ModelPrice, SpendSettings
 from engine import schema
 from engine.db import create_engine
 from tests import cli

@@ -18,8 +18,8 @@ import pytest
 from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from agent.cases import CaseService, case_service
-from agent.configuration import Configuration
+from agent.cases.service import CaseService, case_service
+from agent.graph.configuration import Configuration
 from approvals import (
     ApprovalSettings,
     DraftRefused,

@@ -24,8 +24,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from agent.cases import case_service
-from agent.configuration import Configuration
+from agent.cases.service import case_service
+from agent.graph.configuration import Configuration
 from approvals.config import ApprovalSettings
 from bot.cli import main as cli
 from engine.db import with_database

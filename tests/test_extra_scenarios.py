@@ -13,9 +13,9 @@ from decimal import Decimal
 
 import pytest
 
-from agent.auditor import audit_customer, investigate
-from agent.customers import EMAIL, Candidate, FoundBy, by_name
-from agent.intake import CUSTOMER_ID, parse_complaint
+from agent.auditor.audit import audit_customer, investigate
+from agent.cases.customers import EMAIL, Candidate, FoundBy, by_name
+from agent.cases.intake import CUSTOMER_ID, parse_complaint
 from engine.billing import build_invoices
 from engine.model import CustomerLedger, PriceBook
 from engine.money import ZERO, money, total
@@ -143,7 +143,7 @@ def test_the_truth_is_every_overcharge_the_engine_finds(seed: int) -> None:
 
 
 def complaint_problems(s: Scenario) -> list[str]:
-    """Where the complaint points, read as the agent reads it (agent.intake)."""
+    """Where the complaint points, read as the agent reads it (agent.cases.intake)."""
     ledger, truth = s.ledger, s.truth
     asked = parse_complaint(s.question)
     target = ledger.invoice(truth.invoice_ids[0])

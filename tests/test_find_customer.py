@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from agent.customers import Candidate, FoundBy, by_name, find_customer, normalized
+from agent.cases.customers import Candidate, FoundBy, by_name, find_customer, normalized
 from engine import schema
 from engine.db import create_engine
 from tests.test_cases import BILLSLEUTH

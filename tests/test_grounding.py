@@ -6,8 +6,8 @@ from decimal import Decimal
 
 import pytest
 
-from agent.grounding import EvidenceBook, numbers_in, ungrounded
-from agent.intake import parse_complaint, quoted_ids
+from agent.cases.intake import parse_complaint, quoted_ids
+from agent.graph.grounding import EvidenceBook, numbers_in, ungrounded
 
 
 def evidence() -> EvidenceBook:

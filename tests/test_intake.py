@@ -8,9 +8,9 @@ from decimal import Decimal
 
 import pytest
 
-from agent.auditor import asked_period, audit_customer, investigate
-from agent.intake import Asked, parse_complaint
-from agent.prompts import ask_for_customer, language_of
+from agent.auditor.audit import asked_period, audit_customer, investigate
+from agent.cases.intake import Asked, parse_complaint
+from agent.graph.prompts import ask_for_customer, language_of
 from engine.billing import build_invoices
 from engine.diff import ledger_as_of
 from engine.model import Customer, CustomerLedger, Event, Payment, PriceBook, Subscription

@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 
 from agent import catalogs
-from agent.cases import CaseService, case_service
-from agent.configuration import Configuration
-from agent.grounding import numbers_in, ungrounded
-from agent.intake import parse_complaint
+from agent.cases.intake import parse_complaint
+from agent.cases.service import CaseService, case_service
+from agent.graph.configuration import Configuration
+from agent.graph.grounding import numbers_in, ungrounded
+from agent.graph.state import EvidenceItem
 from agent.language import LANGUAGES, detect
-from agent.state import EvidenceItem
 from scenarios.evaluation import load_scenarios
 from scenarios.generator import DEFAULT_SCENARIOS_DIR
 from scenarios.languages import in_language

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from agent.customers import FoundBy, find_customer
-from agent.intake import id_candidates, parse_complaint, quoted_ids
+from agent.cases.customers import FoundBy, find_customer
+from agent.cases.intake import id_candidates, parse_complaint, quoted_ids
 from approvals.ledger_import import import_ledger
 from engine.diff import check_ledger, first_of_period
 from engine.ledger_load import InputFile

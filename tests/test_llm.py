@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
-from agent.cases import case_service
-from agent.configuration import Configuration
-from agent.llm import REMINDER
-from agent.model_clients import model_client
-from agent.prompts import SYSTEM_PROMPT
-from agent.tools import READ_TOOLS
+from agent.cases.service import case_service
+from agent.graph.configuration import Configuration
+from agent.graph.prompts import SYSTEM_PROMPT
+from agent.graph.tools import READ_TOOLS
+from agent.model.clients import model_client
+from agent.model.investigator import REMINDER
 from approvals.config import ApprovalSettings
 from engine import schema
 from engine.db import create_engine

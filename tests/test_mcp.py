@@ -25,8 +25,8 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from agent.llm import model_tool_specs
-from agent.tools import READ_TOOLS, ToolContext, call_tool
+from agent.graph.tools import READ_TOOLS, ToolContext, call_tool
+from agent.model.investigator import model_tool_specs
 from engine import schema
 from tests.cli import billsleuth
 
@@ -305,7 +305,7 @@ def test_http_on_a_port_in_use_refuses_in_one_line(seeded_db_url: str) -> None:
 
 
 async def test_a_call_outside_any_case_records_its_customer_on_the_trail(seeded_db: AsyncEngine) -> None:
-    from agent.tools import call_tool_for_customer
+    from agent.graph.tools import call_tool_for_customer
 
     result = await call_tool_for_customer(seeded_db, "mcp:x", "list_invoices", {"customer_id": CUSTOMER})
     assert result.ok and result.args == {}

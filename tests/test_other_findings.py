@@ -10,11 +10,11 @@ from decimal import Decimal
 import pytest
 from sqlalchemy import select
 
-from agent.cases import CaseService, case_service
-from agent.configuration import Configuration
-from agent.intake import parse_complaint
+from agent.cases.intake import parse_complaint
+from agent.cases.service import CaseService, case_service
+from agent.graph.configuration import Configuration
+from agent.graph.prompts import Language, linked_case_question
 from agent.language import LANGUAGES
-from agent.prompts import Language, linked_case_question
 from engine import schema
 from tests.test_cases import scenario, settings
 from tests.two_faults import TwoFaults, two_fault_account

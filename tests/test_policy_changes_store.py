@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from agent import budget
+from agent.model import budget
 from approvals import policy_store
 from approvals.config import ApprovalSettings
 from approvals.models import Rule

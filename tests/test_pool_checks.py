@@ -10,7 +10,7 @@ import psycopg
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from agent.checkpoint import open_checkpointer
+from agent.graph.checkpoint import open_checkpointer
 from engine.db import create_engine, ended_by_the_server
 from tests.pg import admin_execute, database_name
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from agent.cases import RESUBMITTED, CaseService, NotWaitingForAnswer, case_service
-from agent.configuration import Configuration
+from agent.cases.service import RESUBMITTED, CaseService, NotWaitingForAnswer, case_service
+from agent.graph.configuration import Configuration
 from approvals.models import ApprovalRefused, Rule
 from engine import schema
 from tests.test_cases import FINANCE, scenario, settings

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from agent.configuration import Configuration, ConfigurationError
+from agent.graph.configuration import Configuration, ConfigurationError
 from approvals.config import ApprovalSettings
 from bot.config import SlackConfigError, SlackSettings
 from engine.db import DatabaseSettings

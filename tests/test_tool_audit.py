@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from agent.tools import LedgerCache, ToolContext, call_tool
+from agent.graph.tools import LedgerCache, ToolContext, call_tool
 from engine import schema
 from engine.db import create_engine, with_database
 

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 from bot.cli.common import CommandError, print_json
 
 if TYPE_CHECKING:
-    from agent.audit_run import AuditReport
-    from agent.auditor import Finding
+    from agent.auditor.audit import Finding
+    from agent.auditor.run import AuditReport
 
 
 def _day(text: str) -> date:
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _audit(url: str, args: argparse.Namespace) -> AuditReport:
-    from agent.audit_run import audit_all, audit_one, default_workers, latest_issue_date
+    from agent.auditor.run import audit_all, audit_one, default_workers, latest_issue_date
 
     if not args.customer_id:
         from bot.cli.progress import progress_bar

@@ -36,8 +36,8 @@ def freeze_the_startup_heap() -> None:
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
-    from agent.configuration import Configuration
     from agent.database import SchemaNotReady
+    from agent.graph.configuration import Configuration
     from approvals.config import ApprovalSettings
     from bot.cli.common import ready_database
     from bot.config import SlackConfigError, SlackSettings

@@ -1,9 +1,9 @@
 """billsleuth costs [--since YYYY-MM-DD] [--by case|model|day] [--json]
 billsleuth budget show [--json] | budget raise AMOUNT --as SLACK_USER_ID
 
-`costs` sums the cost ledger (agent/costs.py); `budget` shows this month's model budget and lets an
-approver raise it, lifting the pause (agent/budget.py). Kept light: SQLAlchemy and agent.costs /
-agent.budget only, no LangGraph, OpenAI or Slack.
+`costs` sums the cost ledger (agent/model/costs.py); `budget` shows this month's model budget and lets an
+approver raise it, lifting the pause (agent/model/budget.py). Kept light: SQLAlchemy and agent.model.costs /
+agent.model.budget only, no LangGraph, OpenAI or Slack.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _spend_settings() -> Any:
-    from agent.costs import SpendSettings
+    from agent.model.costs import SpendSettings
     from engine.settings import SettingsError
 
     try:
@@ -48,7 +48,7 @@ def _spend_settings() -> Any:
 
 
 def render_costs(report: dict[str, Any]) -> str:
-    from agent.costs import usd_display
+    from agent.model.costs import usd_display
 
     def line(key: str, row: dict[str, Any]) -> str:
         cost = usd_display(None if row["cost"] is None else _decimal(row["cost"]))
@@ -74,7 +74,7 @@ def _decimal(text: str) -> Any:
 
 
 def run_costs(args: argparse.Namespace) -> int:
-    from agent.costs import cost_report
+    from agent.model.costs import cost_report
     from bot.cli.cmd_activity import parse_since
     from bot.cli.common import print_json
 
@@ -88,7 +88,7 @@ def run_costs(args: argparse.Namespace) -> int:
 
 
 def render_standing(shown: dict[str, Any]) -> str:
-    from agent.costs import usd_display
+    from agent.model.costs import usd_display
 
     month = shown["month"]
     if shown["limit"] is None:
@@ -118,7 +118,7 @@ def render_standing(shown: dict[str, Any]) -> str:
 async def _spend_in_force(engine: Any, source: str) -> tuple[Any, Any]:
     """The stored policy (warning where this shell's environment disagrees) and its model budget and prices:
     what every process enforces, whatever its own BILLSLEUTH_MODEL_BUDGET says."""
-    from agent.costs import SpendSettings
+    from agent.model.costs import SpendSettings
     from approvals import activity, policy_store
     from approvals.config import ApprovalSettings
     from bot.cli.common import warn_policy_differences
@@ -134,7 +134,7 @@ async def _spend_in_force(engine: Any, source: str) -> tuple[Any, Any]:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    from agent.budget import standing
+    from agent.model.budget import standing
     from bot.cli.common import cli_source, print_json
 
     async def show(engine: Any) -> Any:
@@ -153,8 +153,8 @@ def run_raise(args: argparse.Namespace) -> int:
     """Propose this month's limit: a policy change (DESIGN §3), so a higher one waits for a second
     approver in Slack; like approve/reject/cancel --as it is a CLI decision, refused unless the stored
     policy opens that door."""
-    from agent import budget
-    from agent.costs import parse_usd
+    from agent.model import budget
+    from agent.model.costs import parse_usd
     from approvals.models import Rule
     from bot.cli.common import cli_source
     from engine.settings import SettingsError
@@ -186,8 +186,8 @@ def run_raise(args: argparse.Namespace) -> int:
 async def _refuse(
     engine: Any, who: str, source: str, amount: Any, rule: str, message: str
 ) -> tuple[str, str]:
-    from agent import budget
-    from agent.costs import usd
+    from agent.model import budget
+    from agent.model.costs import usd
     from approvals import activity
 
     await activity.record_refusal(
@@ -199,7 +199,7 @@ async def _refuse(
 
 def _print_raise(change: Any, pauses: tuple[bool, bool], *, as_json: bool) -> int:
     """`--json`: `{month, old, new, status, paused, policy_change{…}}`; else one line."""
-    from agent.budget import BUDGET
+    from agent.model.budget import BUDGET
     from bot.cli.common import print_json
 
     old, new = change.old.get(BUDGET) or None, change.new[BUDGET]

@@ -94,7 +94,7 @@ def _repetitions(text: str) -> int:
 
 
 def _configuration(investigator: str | None) -> Any:
-    from agent.configuration import Configuration, ConfigurationError
+    from agent.graph.configuration import Configuration, ConfigurationError
 
     if investigator is not None and investigator not in INVESTIGATORS:
         raise CommandError(f"unknown investigator {investigator!r}: use offline or llm")

@@ -98,7 +98,7 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_apply(args: argparse.Namespace) -> int:
-    from agent.budget import apply_policy_change
+    from agent.model.budget import apply_policy_change
     from approvals.policy_store import APPLY, propose
     from bot.cli.common import cli_source
 

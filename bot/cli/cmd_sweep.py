@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from bot.cli.common import CommandError, print_json, warn
 
 if TYPE_CHECKING:
-    from agent.findings_record import SweepResult
+    from agent.auditor.sweep_record import SweepResult
     from bot.config import SlackSettings
     from bot.flows.digest import PostedDigest
 
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
 async def _sweep(
     url: str, args: argparse.Namespace, slack: SlackSettings | None
 ) -> tuple[SweepResult, PostedDigest | None]:
-    from agent.audit_run import audit_all, default_workers
+    from agent.auditor.run import audit_all, default_workers
     from bot.cli.progress import progress_bar
 
     bar = progress_bar("sweep")
@@ -85,7 +85,7 @@ async def _sweep(
     finally:
         if bar is not None:
             bar.close()
-    from agent.findings_record import record_sweep
+    from agent.auditor.sweep_record import record_sweep
 
     result = await record_sweep(url, report)
     if slack is None:
@@ -94,7 +94,7 @@ async def _sweep(
     if posted is not None:  # what --json prints says which findings the digest just listed
         import psycopg
 
-        from agent.findings_record import current_findings
+        from agent.auditor.sweep_record import current_findings
 
         async with await psycopg.AsyncConnection.connect(url, prepare_threshold=None) as conn:
             result.findings = await current_findings(conn, result.keys)

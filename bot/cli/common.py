@@ -131,7 +131,7 @@ def run_operation(request: object, *, as_json: bool, render: object = None) -> i
     """Run one bot.grammar request against the ready database and print its result."""
     import asyncio
 
-    from agent.cases import COMMAND, case_service
+    from agent.cases.service import COMMAND, case_service
     from bot.flows.operations import execute
     from bot.grammar import OperationError
     from engine.settings import SettingsError

@@ -42,7 +42,7 @@ def render(label: str, done: int, total: int, elapsed: float) -> str:
 
 
 class ProgressBar:
-    """Callable as agent.audit_run's progress: (customers done, customers in all)."""
+    """Callable as agent.auditor.run's progress: (customers done, customers in all)."""
 
     def __init__(self, label: str, stream: TextIO, clock: Callable[[], float] = time.monotonic) -> None:
         self.label, self.stream, self.clock = label, stream, clock

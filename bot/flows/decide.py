@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agent.cases import CaseNotFound
-from agent.state import REQUEST_CHANGES
+from agent.cases.service import CaseNotFound
+from agent.graph.state import REQUEST_CHANGES
 from approvals import queries
 from approvals.models import SLACK_SOURCE, DecisionOutcome, Refused, Rule, UnknownCreditNote
 from bot.cards import already_decided_message, parse_block_id, reason_modal, stale_card_message

@@ -16,9 +16,9 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from agent import findings_sweep
-from agent.customers import FoundBy
-from agent.findings_sweep import SweepFinding, SweepResult
+from agent.auditor import sweep as findings_sweep
+from agent.auditor.sweep import SweepFinding, SweepResult
+from agent.cases.customers import FoundBy
 from approvals import activity, queries
 from approvals.models import OpenNote
 from bot import store
@@ -85,7 +85,7 @@ def _shards_in_a_thread(url: str, day: date) -> list[int]:
 async def daily_findings_digest(runtime: BotRuntime, now: datetime | None = None) -> PostedDigest | None:
     """Once a UTC day, at or after BILLSLEUTH_SWEEP_HOUR: sweep every customer and post the digest of what
     is new. Every bot process audits the shards of customers it can lock and no one has done today
-    (agent.findings_sweep); once all are done, one process posts the digest. The day's run is on record,
+    (agent.auditor.sweep); once all are done, one process posts the digest. The day's run is on record,
     so a restart the same day does not run it again."""
     channel = runtime.slack.sweep_channel
     now = now or datetime.now(UTC)

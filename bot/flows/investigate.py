@@ -14,11 +14,11 @@ from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
-from agent.cases import CaseNotFound, CaseService
-from agent.customers import Candidate, FoundBy, find_customer
-from agent.intake import parse_complaint
-from agent.prompts import ask_for_customer
-from agent.state import UNFINISHED, CaseStatus
+from agent.cases.customers import Candidate, FoundBy, find_customer
+from agent.cases.intake import parse_complaint
+from agent.cases.service import CaseNotFound, CaseService
+from agent.graph.prompts import ask_for_customer
+from agent.graph.state import UNFINISHED, CaseStatus
 from approvals.models import Rule
 from bot import store
 from bot.access import NOT_ALLOWED_TO_OPEN

@@ -7,9 +7,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from agent.cases import CaseNotFound
-from agent.intake import parse_complaint
-from agent.prompts import linked_case_question
+from agent.cases.intake import parse_complaint
+from agent.cases.service import CaseNotFound
+from agent.graph.prompts import linked_case_question
 from bot import store
 from bot.flows.investigate import investigate, tell_not_allowed_to_open
 from bot.flows.notify import refusal, tell

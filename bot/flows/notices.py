@@ -13,9 +13,9 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 
-from agent import budget
-from agent.cases import CaseNotFound
-from agent.costs import usd_display
+from agent.cases.service import CaseNotFound
+from agent.model import budget
+from agent.model.costs import usd_display
 from approvals import queries
 from approvals.config import is_slack_user_id
 from approvals.models import CLI_SOURCE, NoteStatus

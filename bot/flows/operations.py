@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.cases import CaseNotFound, CaseService
-from agent.customers import find_customer
+from agent.cases.customers import find_customer
+from agent.cases.service import CaseNotFound, CaseService
 from approvals import queries
 from approvals.models import Refused, UnknownCreditNote
 from bot.grammar import (

@@ -20,8 +20,8 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 from sqlalchemy import text
 
-from agent.cases import OPENED_FROM_CLI
-from agent.state import UNFINISHED
+from agent.cases.service import OPENED_FROM_CLI
+from agent.graph.state import UNFINISHED
 from bot import store
 from bot.flows.home import publish_home
 from bot.flows.notices import remind_approvers, tell_approvers, tell_finance_of_budget, tell_requester

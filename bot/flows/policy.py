@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from agent import budget
+from agent.model import budget
 from approvals import policy_store
 from approvals.models import Refused, Rule
 from bot.cards.ids import parse_block_id

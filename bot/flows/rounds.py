@@ -11,8 +11,8 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agent.cases import NotWaitingForAnswer
-from agent.state import CaseStatus
+from agent.cases.service import NotWaitingForAnswer
+from agent.graph.state import CaseStatus
 from bot import store
 from bot.cards.models import RoundView
 from bot.cards.rounds import answer_modal

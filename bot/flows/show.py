@@ -16,8 +16,8 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from agent.cases import CaseNotFound, case_row_in
-from agent.state import MAX_ROUNDS, SETTLED, UNFINISHED, CaseStatus
+from agent.cases.service import CaseNotFound, case_row_in
+from agent.graph.state import MAX_ROUNDS, SETTLED, UNFINISHED, CaseStatus
 from approvals import queries
 from bot import store
 from bot.cards import customer_reply_message

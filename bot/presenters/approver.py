@@ -18,10 +18,10 @@ from typing import Any
 from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from agent.cases import CaseService, case_row_in
-from agent.costs import case_model_cost
-from agent.state import MAX_ROUNDS, CaseStatus, held_by_daily_limit
-from agent.tools import ToolContext, ToolError, call_tool, check_json, recompute
+from agent.cases.service import CaseService, case_row_in
+from agent.graph.state import MAX_ROUNDS, CaseStatus, held_by_daily_limit
+from agent.graph.tools import ToolContext, ToolError, call_tool, check_json, recompute
+from agent.model.costs import case_model_cost
 from approvals import queries
 from approvals.issuing import over_daily_budget
 from approvals.models import CreditNoteView as Note
@@ -82,7 +82,9 @@ class CaseFacts:
     findings: dict[str, Any]
     escalation_reason: str | None
     found_by: str | None = None  # how the customer was found in the complaint (None: given as an id)
-    model_cost: dict[str, Any] | None = None  # the model's tokens and cost for the case (agent/costs.py)
+    model_cost: dict[str, Any] | None = (
+        None  # the model's tokens and cost for the case (agent/model/costs.py)
+    )
 
 
 @dataclass(frozen=True)

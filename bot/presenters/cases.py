@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agent.cases import CaseService
-from agent.state import CaseStatus
+from agent.cases.service import CaseService
+from agent.graph.state import CaseStatus
 from approvals.models import NoteStatus
 from bot.cards import explanation_message, progress_message
 from bot.cards.models import ExplanationView, Message, ProgressStep, ProgressView

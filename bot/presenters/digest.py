@@ -8,7 +8,7 @@ from datetime import date
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from agent.findings_sweep import SweepFinding, posted_in
+from agent.auditor.sweep import SweepFinding, posted_in
 from approvals import queries
 from bot.cards.digest import DigestItem, DigestView
 from engine import schema

@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from agent.cases import CaseService
-from agent.state import SETTLED, CaseStatus
+from agent.cases.service import CaseService
+from agent.graph.state import SETTLED, CaseStatus
 from approvals import queries
 from approvals.config import ApprovalSettings
 from approvals.limits import issued_today, utc_day
@@ -67,8 +67,8 @@ class Unissued:
 
 async def unissued_notes(engine: AsyncEngine) -> list[tuple[Note, Unissued]]:
     """Approved notes never issued whose cases wait (held by the daily limit) or escalated (refused at
-    issue): both wait for room or for a person, and an approver may cancel either (agent.state.never_issued).
-    Oldest first."""
+    issue): both wait for room or for a person, and an approver may cancel either
+    (agent.graph.state.never_issued). Oldest first."""
     notes, cases = schema.credit_notes.c, schema.cases.c
     async with reading(engine) as conn:
         rows = (

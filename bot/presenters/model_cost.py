@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from agent.costs import usd_display
+from agent.model.costs import usd_display
 
 
 def model_line(investigator_note: str | None, model_cost: Mapping[str, Any] | None) -> str:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from agent.cases import RESUBMITTED
-from agent.state import CaseStatus
+from agent.cases.service import RESUBMITTED
+from agent.graph.state import CaseStatus
 from bot.cards.models import RoundView
 from engine import schema
 

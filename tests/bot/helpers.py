@@ -19,7 +19,7 @@ from typing import Any
 from slack_sdk.models.blocks import Block
 from sqlalchemy import func, select
 
-from agent.configuration import Configuration
+from agent.graph.configuration import Configuration
 from approvals.config import ApprovalSettings
 from bot.cards.ids import POLICY_APPROVE_ACTION_ID
 from bot.cards.limits import CARD_BLOCKS_JSON_BUDGET, block_problems, view_problems

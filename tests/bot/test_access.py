@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from agent.configuration import Configuration
+from agent.graph.configuration import Configuration
 from approvals.config import ApprovalSettings, SettingsError
 from approvals.models import Rule
 from bot.cards import APPROVE_ACTION_ID

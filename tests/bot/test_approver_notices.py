@@ -8,7 +8,7 @@ import asyncio
 from decimal import Decimal
 from typing import Any
 
-from agent.configuration import Configuration
+from agent.graph.configuration import Configuration
 from approvals.config import ApprovalSettings
 from bot.server import RunningBot, running_bot
 from bot.slack_testing import SignedClient, SlackRecorder, StoredMessage

@@ -7,9 +7,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from agent.budget import month_of
-from agent.cases import case_service
-from agent.configuration import Configuration
+from agent.cases.service import case_service
+from agent.graph.configuration import Configuration
+from agent.model.budget import month_of
 from bot.server import running_bot
 from bot.slack_testing import SlackRecorder
 from bot.slack_testing.recorder import dm_channel

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agent.configuration import Configuration
+from agent.graph.configuration import Configuration
 from approvals.config import ApprovalSettings
 from approvals.models import Rule
 from bot.cards import (

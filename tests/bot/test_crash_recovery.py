@@ -11,8 +11,8 @@ from typing import Any
 
 import psycopg
 
-from agent.cases import case_service
-from agent.configuration import Configuration
+from agent.cases.service import case_service
+from agent.graph.configuration import Configuration
 from bot.cards import APPROVE_ACTION_ID
 from bot.server import running_bot
 from bot.slack_testing import SignedClient, SlackRecorder

@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlalchemy import select, update
 
-from agent.configuration import Configuration
+from agent.graph.configuration import Configuration
 from approvals.config import ApprovalSettings
 from approvals.models import Rule
 from bot.cards import (

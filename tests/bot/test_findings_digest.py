@@ -13,7 +13,7 @@ import pytest
 from slack_sdk.errors import SlackApiError
 from sqlalchemy import select
 
-from agent.configuration import Configuration
+from agent.graph.configuration import Configuration
 from approvals.config import ApprovalSettings
 from bot.cards.ids import SWEEP_OPEN_CASE_ACTION_ID
 from bot.flows.digest import daily_findings_digest

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import insert, select
 
-from agent.configuration import Configuration
+from agent.graph.configuration import Configuration
 from approvals import decisions
 from bot.cards import APPROVE_ACTION_ID
 from bot.runtime import Pacer

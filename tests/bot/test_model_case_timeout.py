@@ -8,7 +8,7 @@ import time
 
 from sqlalchemy import select
 
-from agent.configuration import Configuration
+from agent.graph.configuration import Configuration
 from bot.slack_testing import SignedClient, SlackRecorder
 from engine import schema
 from tests.bot.helpers import CHANNEL, SECRET, bot_replies, mention, offline_bot

@@ -14,8 +14,8 @@ import psycopg
 import pytest
 from sqlalchemy import select, update
 
-from agent.cases import case_service
-from agent.configuration import Configuration
+from agent.cases.service import case_service
+from agent.graph.configuration import Configuration
 from approvals.config import ApprovalSettings
 from approvals.identity import os_account
 from bot.cards import APPROVE_ACTION_ID

@@ -14,7 +14,7 @@ from typing import Any
 
 import psycopg
 
-from agent.budget import month_of
+from agent.model.budget import month_of
 from approvals.config import ApprovalSettings
 from bot.cards.ids import POLICY_APPROVE_ACTION_ID, POLICY_REJECT_ACTION_ID
 from bot.config import SlackSettings

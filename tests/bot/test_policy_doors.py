@@ -12,7 +12,7 @@ from typing import Any
 import psycopg
 from sqlalchemy import select
 
-from agent.configuration import Configuration
+from agent.graph.configuration import Configuration
 from approvals.config import ApprovalSettings
 from approvals.identity import os_account
 from bot.cards import APPROVE_ACTION_ID

@@ -18,9 +18,9 @@ import psycopg
 import pytest
 from sqlalchemy import insert, text
 
-from agent import findings_sweep
-from agent.cases import case_service
-from agent.configuration import Configuration
+from agent.auditor import sweep as findings_sweep
+from agent.cases.service import case_service
+from agent.graph.configuration import Configuration
 from bot import store
 from bot.cards import APPROVE_ACTION_ID
 from bot.config import SlackConfigError, SlackSettings

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
-from agent.configuration import Configuration
+from agent.graph.configuration import Configuration
 from bot.server import RunningBot, running_bot
 from bot.slack_testing import SignedClient, SlackRecorder
 from engine import schema

@@ -7,7 +7,7 @@ from typing import Any
 
 from slack_bolt.context.async_context import AsyncBoltContext
 
-from agent.state import REQUEST_CHANGES
+from agent.graph.state import REQUEST_CHANGES
 from bot.flows.decide import Click, ask_for_reason
 from bot.runtime import runtime_of
 

@@ -36,7 +36,7 @@ from sqlalchemy import delete, func, insert, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from agent.costs import BUDGET, MILLION, SpendSettings, Usage, usd
+from agent.model.costs import BUDGET, MILLION, SpendSettings, Usage, usd
 from approvals import activity, policy_store
 from approvals.models import Rule
 from engine import schema

@@ -1,4 +1,4 @@
-"""The findings sweep: the auditor over every customer (agent.audit_run), each finding recorded the first
+"""The findings sweep: the auditor over every customer (agent.auditor.run), each finding recorded the first
 time it is seen, and the database side of the digest that posts the new ones to Slack.
 
 Not to be confused with the periodic expiry chore (`CaseService.sweep`, bot.flows.chores.sweep), which
@@ -31,8 +31,8 @@ from typing import Any
 from sqlalchemy import and_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from agent.audit_run import AuditReport, Progress, audit_all, latest_issue_date
-from agent.findings_record import (
+from agent.auditor.run import AuditReport, Progress, audit_all, latest_issue_date
+from agent.auditor.sweep_record import (
     COLUMNS,
     Key,
     SweepFinding,

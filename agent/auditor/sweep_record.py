@@ -1,6 +1,6 @@
 """The findings sweep's record (`sweep_findings`), on a plain psycopg connection.
 
-Kept apart from agent.findings_sweep and free of SQLAlchemy so that `billsleuth sweep` records what the
+Kept apart from agent.auditor.sweep and free of SQLAlchemy so that `billsleuth sweep` records what the
 audit found without paying for SQLAlchemy's import (longer, on this machine, than auditing 3,000
 customers). Every statement on `sweep_findings` that takes a set of findings lives here, in SQL; the
 SQLAlchemy side (the digest's claim, the daily run) runs these on its own transaction's connection
@@ -19,8 +19,8 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from agent.audit_run import CHUNK_SIZE, AuditReport
-from agent.auditor import Finding
+from agent.auditor.audit import Finding
+from agent.auditor.run import CHUNK_SIZE, AuditReport
 from approvals.models import OPEN_NOTES
 from engine.money import fmt, money
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
-    from agent.configuration import Configuration
+    from agent.graph.configuration import Configuration
 
 # base URL, a digest of the API key (never the key itself in a key someone might print), timeout, retries
 ClientKey = tuple[str | None, str, float, int]

@@ -20,22 +20,23 @@ from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 from sqlalchemy import select
 
-from agent import budget, prompts
-from agent.configuration import CaseContext
-from agent.costs import endpoint_host
-from agent.customers import customers_quoted
-from agent.grounding import EvidenceBook, ungrounded
-from agent.intake import Asked, parse_complaint
-from agent.investigators import (
+from agent.cases.customers import customers_quoted
+from agent.cases.intake import Asked, parse_complaint
+from agent.graph import prompts
+from agent.graph.configuration import CaseContext
+from agent.graph.grounding import EvidenceBook, ungrounded
+from agent.graph.investigators import (
     InvestigationOutcome,
     auditor_view,
     investigate_offline,
     read_what_was_asked,
 )
-from agent.state import MAX_ROUNDS, REQUEST_CHANGES, CaseState, CaseStatus
-from agent.tools import ToolContext
-from agent.verify import verify_findings, verify_other_findings
-from agent.write_up import COMPLAINT, compose_reply, ungrounded_in_reply
+from agent.graph.state import MAX_ROUNDS, REQUEST_CHANGES, CaseState, CaseStatus
+from agent.graph.tools import ToolContext
+from agent.graph.verify import verify_findings, verify_other_findings
+from agent.graph.write_up import COMPLAINT, compose_reply, ungrounded_in_reply
+from agent.model import budget
+from agent.model.costs import endpoint_host
 from approvals import drafting, issuing, queries
 from approvals.models import NO_MONEY, CreditNoteView, NoteStatus, Refused, Rule
 from engine import schema
@@ -135,7 +136,9 @@ async def investigate(state: CaseState, runtime: Runtime[CaseContext]) -> dict[s
         # call), what the run reserved is free again.
         try:
             async with _tools(state, context, "agent:llm") as tools:  # the calls' audit rows go together
-                from agent.llm import investigate_with_model  # the openai SDK only with a model configured
+                from agent.model.investigator import (
+                    investigate_with_model,  # the openai SDK only with a model configured
+                )
 
                 question = prompts.with_answers(state["question"], list(state.get("rounds", [])))
                 outcome = await investigate_with_model(

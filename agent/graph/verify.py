@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from agent.grounding import EvidenceBook
-from agent.state import Findings, OtherFinding
-from agent.tools import ToolContext, call_tool
+from agent.graph.grounding import EvidenceBook
+from agent.graph.state import Findings, OtherFinding
+from agent.graph.tools import ToolContext, call_tool
 
 ROOT_CAUSE_NAMES = frozenset(
     {

@@ -1,7 +1,7 @@
 """The deterministic auditor: every invoice a customer paid more on than the rules say, and why.
 
 Pure (no I/O): it takes one customer's ledger, the price book and the date to judge up to. The engine's
-diff gives billed vs should-have-billed per invoice; the detectors in agent.audit_causes name the bug
+diff gives billed vs should-have-billed per invoice; the detectors in agent.auditor.causes name the bug
 from the ledger alone, as a finance analyst would, and back it with the figures. The offline
 investigator and `billsleuth audit` both stand on it; no ground truth is ever read here.
 """
@@ -15,8 +15,8 @@ from datetime import date
 from decimal import Decimal
 from typing import Any, Literal
 
-from agent.audit_causes import ROOT_CAUSES, Context, diagnose, lines_of, plural, quote
-from agent.intake import Asked
+from agent.auditor.causes import ROOT_CAUSES, Context, diagnose, lines_of, plural, quote
+from agent.cases.intake import Asked
 from engine.billing import months_between, tax_percent
 from engine.diff import InvoiceCheck, check_ledger, expected_invoices, first_of_period
 from engine.model import CustomerLedger, Invoice, Line, PriceBook

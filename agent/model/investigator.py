@@ -23,17 +23,17 @@ from openai import AsyncOpenAI
 from openai.types.chat import ChatCompletion
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from agent import prompts
-from agent.budget import ModelRun
-from agent.configuration import Configuration
-from agent.costs import Usage
-from agent.grounding import EvidenceBook, ungrounded
-from agent.investigators import InvestigationOutcome
+from agent.graph import prompts
+from agent.graph.configuration import Configuration
+from agent.graph.grounding import EvidenceBook, ungrounded
+from agent.graph.investigators import InvestigationOutcome
+from agent.graph.state import Findings
+from agent.graph.tools import ID_MAX, READ_TOOLS, ToolContext, call_tool, openai_tool_specs
+from agent.graph.verify import MONEY_TEXT, ROOT_CAUSE_NAMES
 from agent.language import Language
-from agent.model_clients import model_client
-from agent.state import Findings
-from agent.tools import ID_MAX, READ_TOOLS, ToolContext, call_tool, openai_tool_specs
-from agent.verify import MONEY_TEXT, ROOT_CAUSE_NAMES
+from agent.model.budget import ModelRun
+from agent.model.clients import model_client
+from agent.model.costs import Usage
 
 log = logging.getLogger(__name__)
 
@@ -359,7 +359,7 @@ async def investigate_with_model(
     language: Language = "en",
 ) -> InvestigationOutcome:
     """Let the model investigate this case through the audited read tools; escalate whatever goes wrong.
-    `budget`: the run admitted against the month's model budget (agent/budget.py); every call is costed
+    `budget`: the run admitted against the month's model budget (agent/model/budget.py); every call is costed
     through it, and the run stops when the budget runs out (`budget_stop`)."""
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": prompts.SYSTEM_PROMPT},

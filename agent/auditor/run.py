@@ -5,7 +5,7 @@ customer order, on plain psycopg), a batch of customers at a time, so memory sta
 the ledger is; a thread of its own reads the next batch while the rules judge this one. Two passes:
 1. screen: customers, subscriptions with their events, and invoice headers with each invoice's paid and
    credited sums (added up by Postgres). That is all the rules need to tell whether any invoice was paid
-   beyond what is due (agent.auditor.has_overpaid_invoice).
+   beyond what is due (agent.auditor.audit.has_overpaid_invoice).
 2. audit: whole ledgers (lines and payments) only for the customers the screen flagged, and the full
    auditor on them.
 Invoice lines are most of a ledger's rows and almost always correct, so the second pass reads a few
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
-from agent.auditor import Finding, audit_customer, has_overpaid_invoice
+from agent.auditor.audit import Finding, audit_customer, has_overpaid_invoice
 from engine.model import BillingError, CustomerLedger, PriceBook
 
 if TYPE_CHECKING:

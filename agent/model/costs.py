@@ -1,6 +1,6 @@
 """Model costs: the price table, the cost of one response, and the ledger of cost events read back.
 
-Every model response appends one `cost_events` row (agent/budget.py writes it, under the month's budget
+Every model response appends one `cost_events` row (agent/model/budget.py writes it, under the month's budget
 lock): tokens from the response's `usage`, the cost from the price table, the response id as the dedupe
 key. The events are the fact; spend (per case, model, day, month) is a sum over them.
 

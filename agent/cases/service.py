@@ -17,12 +17,9 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import bindparam, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from agent import budget
-from agent.configuration import CaseContext, Configuration
-from agent.costs import SpendSettings, case_model_cost
-from agent.lazy_graph import LazyGraph
-from agent.model_clients import model_clients_held
-from agent.state import (
+from agent.graph.configuration import CaseContext, Configuration
+from agent.graph.lazy_graph import LazyGraph
+from agent.graph.state import (
     FINISHED,
     REQUEST_CHANGES,
     UNFINISHED,
@@ -31,6 +28,9 @@ from agent.state import (
     held_by_daily_limit,
     refused_at_issue,
 )
+from agent.model import budget
+from agent.model.clients import model_clients_held
+from agent.model.costs import SpendSettings, case_model_cost
 from approvals import activity, cancelling, decisions, expiry, issuing, policy_store, queries
 from approvals.config import ApprovalSettings
 from approvals.models import (
@@ -102,7 +102,7 @@ class Sweep:
 @dataclass
 class CaseService:
     engine: AsyncEngine
-    graph: LazyGraph  # compiled on first use (agent.lazy_graph); the bot compiles it at start
+    graph: LazyGraph  # compiled on first use (agent.graph.lazy_graph); the bot compiles it at start
     configuration: Configuration
     approval_settings: ApprovalSettings
     # True when the settings are the database's stored policy (re-read before every decision, so a bot
@@ -515,7 +515,7 @@ class CaseService:
                 or values.get("status") != CaseStatus.ESCALATED
             ):
                 return False
-            from agent.graph import settled_on_note  # a graph is running: LangGraph is loaded already
+            from agent.graph.graph import settled_on_note  # a graph is running: LangGraph is loaded already
 
             ended = {"decisions": [*values.get("decisions", []), decision], **settled_on_note(values, note)}
             await self.graph.aupdate_state(self._config(case_id), ended, as_node=WAITING_NODE)
@@ -837,7 +837,7 @@ def case_json(
     row: Any, note: CreditNoteView | None, model_cost: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """DESIGN.md's case shape. A model-backed case also carries `model_cost` (`{input_tokens,
-    output_tokens, cost}`, agent/costs.py); a case the offline auditor took over from the model (the
+    output_tokens, cost}`, agent/model/costs.py); a case the offline auditor took over from the model (the
     month's model budget) carries `investigator_note` saying so."""
     findings = row.findings
     shown = {

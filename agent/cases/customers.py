@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import Row, Select, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from agent.intake import AMOUNT, id_candidates, quoted_ids
+from agent.cases.intake import AMOUNT, id_candidates, quoted_ids
 from engine import schema
 from engine.db import reading
 

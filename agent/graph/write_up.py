@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agent import prompts
-from agent.grounding import EvidenceBook, ungrounded
-from agent.prompts import Language
-from agent.state import EvidenceItem, Findings, OtherFinding, Reply
+from agent.graph import prompts
+from agent.graph.grounding import EvidenceBook, ungrounded
+from agent.graph.prompts import Language
+from agent.graph.state import EvidenceItem, Findings, OtherFinding, Reply
 
 RECOMPUTE = "recompute_invoice"
 LISTED = "list_invoices"
@@ -90,7 +90,8 @@ def compose_reply(
     currency: str = "USD",
     language_fallback: str | None = None,
 ) -> Reply:
-    """`asked`: the auditor's reading of what the customer named (agent.auditor.asked_about); `currency`:
+    """`asked`: the auditor's reading of what the customer named
+    (agent.auditor.audit.asked_about); `currency`:
     the customer's, for the amounts of a reply in a language that names it; `language_fallback`: why the
     reply is in English though the words may not be (the note says so)."""
     answer = answer_to_what_was_asked(language, asked or {}, findings, target, evidence, currency)

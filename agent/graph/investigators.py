@@ -8,13 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.auditor import audit_customer
-from agent.auditor import investigate as audit_investigate
-from agent.grounding import EvidenceBook
-from agent.intake import Asked
-from agent.state import Findings
-from agent.tools import ToolContext, call_tool, ledger_and_book
-from agent.write_up import COMPLAINT, NAMED_AMOUNT
+from agent.auditor.audit import audit_customer
+from agent.auditor.audit import investigate as audit_investigate
+from agent.cases.intake import Asked
+from agent.graph.grounding import EvidenceBook
+from agent.graph.state import Findings
+from agent.graph.tools import ToolContext, call_tool, ledger_and_book
+from agent.graph.write_up import COMPLAINT, NAMED_AMOUNT
 from engine.diff import ledger_as_of
 from engine.money import fmt
 

@@ -12,9 +12,9 @@ from collections.abc import Iterable
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from agent.graph.state import EvidenceItem
 from agent.i18n import number_pattern, parse_number
 from agent.language import Language
-from agent.state import EvidenceItem
 
 # ASCII word boundaries: in Unicode mode a CJK character counts as a word character, which would hide
 # "174.90" in "多收了174.90美元" from the check.

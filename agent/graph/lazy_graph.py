@@ -29,8 +29,8 @@ class LazyGraph:
     async def compiled(self) -> Any:
         async with self._compiling:
             if self._compiled is None:
-                from agent.checkpoint import open_checkpointer
-                from agent.graph import build_graph
+                from agent.graph.checkpoint import open_checkpointer
+                from agent.graph.graph import build_graph
 
                 saver = await self._exit_stack.enter_async_context(open_checkpointer(self._libpq_url))
                 self._compiled = build_graph(saver)

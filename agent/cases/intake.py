@@ -138,7 +138,7 @@ def quoted_ids(text: str, known: Iterable[str]) -> list[str]:
 def parse_complaint(text: str, names: Iterable[str] = (), invoice_ids: Iterable[str] = ()) -> Complaint:
     """`names`: the customer's names, once known — a name quoted in the words does not set their language.
     `invoice_ids`: the customer's invoices in the ledger; the first the words quote is the one asked about.
-    The customer's own id is the ledger's to recognise (agent.customers.customers_quoted)."""
+    The customer's own id is the ledger's to recognise (agent.cases.customers.customers_quoted)."""
     detected = detect(text, names)
     invoice = next(iter(quoted_ids(text, invoice_ids)), None)
     year, month = _year_and_month(text, detected.language)

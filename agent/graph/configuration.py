@@ -11,8 +11,8 @@ from typing import Any, ClassVar, Literal, Self
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from agent.costs import SpendSettings
-from agent.tools import LedgerCache
+from agent.graph.tools import LedgerCache
+from agent.model.costs import SpendSettings
 from approvals.config import ApprovalSettings
 from engine.settings import EnvSettings, SettingsError
 
@@ -69,7 +69,7 @@ class Configuration(EnvSettings):
     # The price table and the monthly model budget (BILLSLEUTH_MODEL_PRICES, BILLSLEUTH_MODEL_BUDGET).
     spend: SpendSettings = Field(default_factory=SpendSettings)
     # The prompt size a model run's budget reservation assumes for each call (a reply is bounded by
-    # max_tokens, a prompt is not); each call's real cost corrects the reservation (agent/budget.py).
+    # max_tokens, a prompt is not); each call's real cost corrects the reservation (agent/model/budget.py).
     reserve_input_tokens: int = 16_000
 
     @classmethod
