@@ -11,15 +11,30 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, insert, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from approvals import activity
+from approvals.limits import OwedUnknown, lock_invoice, owed_on_invoice
+from approvals.models import OPEN_NOTES, NoteStatus
+from engine import schema as t
 from engine.db import driver_connection
-from engine.ledger_load import MAX_ERRORS, InputFile, LoadResult, load
+from engine.ledger_load import MAX_ERRORS, InputFile, LoadResult, Progress, load
+from engine.money import fmt
 
 # Held by `seed` too (scenarios.seed): the ledger is rebuilt or loaded by one process at a time.
 LEDGER_LOCK = "billsleuth.seed"
+# The activity row for each BillSleuth note whose invoice, lines, payments or credit notes an import changed.
+CHANGED_UNDER_NOTE = "ledger.changed_under_note"
+# The outbox change that makes the bot redraw such a note's card (its status did not change).
+LEDGER_CHANGED = "ledger.changed"
+
+# BillSleuth's own notes, still open or issued, on an invoice the import changed (ledger_touched).
+_NOTES_UNDER_CHANGE = text(
+    "SELECT n.id, n.invoice_id, n.status, n.amount, n.case_id FROM credit_notes n "
+    "WHERE NOT n.imported AND n.status IN ('draft', 'approved', 'issued') "
+    "AND n.invoice_id IN (SELECT invoice_id FROM ledger_touched) ORDER BY n.invoice_id, n.id"
+)
 
 
 class LedgerRejected(ValueError):
@@ -63,18 +78,92 @@ def _report(result: LoadResult, dry_run: bool) -> ImportReport:
     return ImportReport(counts, result.sha256, result.files, dry_run, result.records)
 
 
+async def rederive_notes(conn: AsyncConnection) -> list[dict[str, Any]]:
+    """What is still owed back under each BillSleuth note on a changed invoice, re-derived from the
+    ledger as the import leaves it (as issuing would: approvals.issuing's overcharge_changed check), under
+    the invoice's lock. An open note it no longer covers will be refused at issue; an issued one stays
+    issued (money that left), and the change is kept and put on record naming it."""
+    notes = (await conn.execute(_NOTES_UNDER_CHANGE)).all()
+    found: list[dict[str, Any]] = []
+    for note in notes:
+        await lock_invoice(conn, note.invoice_id)
+        entry: dict[str, Any] = {
+            "credit_note_id": note.id,
+            "invoice_id": note.invoice_id,
+            "case_id": note.case_id,
+            "status": note.status,
+            "amount": fmt(note.amount),
+        }
+        try:
+            owed = await owed_on_invoice(
+                conn, note.invoice_id, pending=OPEN_NOTES, excluding_case=note.case_id
+            )
+        except OwedUnknown as error:
+            entry |= {"still_owed": None, "covered": False, "explain": str(error)}
+        else:
+            covered = note.status == NoteStatus.ISSUED or note.amount <= owed.amount
+            entry |= {"still_owed": fmt(owed.amount), "covered": covered, "explain": owed.explain()}
+        if note.status != NoteStatus.ISSUED and not entry["covered"]:
+            entry["rule"] = "overcharge_changed"
+        found.append(entry)
+    return found
+
+
+async def record_notes(conn: AsyncConnection, notes: list[dict[str, Any]], actor: str, sha256: str) -> None:
+    """One activity row per note (after every invoice lock: the chain's head is locked last), and a change
+    for the bot to redraw each open note's card, which says the ledger changed."""
+    for note in notes:
+        details = {**note, "sha256": sha256}
+        await activity.record(
+            conn, activity.USER, actor, CHANGED_UNDER_NOTE, "credit_note", note["credit_note_id"], details
+        )
+        if note["status"] != NoteStatus.ISSUED and note["case_id"]:
+            change = {
+                "entity_type": "credit_note",
+                "entity_id": note["credit_note_id"],
+                "case_id": note["case_id"],
+            }
+            await conn.execute(insert(t.outbox).values(**change, change=LEDGER_CHANGED))
+            # As the outbox triggers do: the bot hears it when this commits.
+            await conn.execute(select(func.pg_notify("billsleuth_outbox", note["case_id"])))
+
+
+_LAST_CHANGE = text(
+    "SELECT at, details FROM activity_log WHERE action = :action AND entity_type = 'credit_note' "
+    "AND entity_id = :note ORDER BY id DESC LIMIT 1"
+)
+
+
+async def ledger_change(conn: AsyncConnection, credit_note_id: str) -> str | None:
+    """What the card of an open note says when an import changed its invoice since it was drafted (the
+    latest such import), or None."""
+    row = (await conn.execute(_LAST_CHANGE, {"action": CHANGED_UNDER_NOTE, "note": credit_note_id})).first()
+    if row is None:
+        return None
+    said = f"the ledger changed on {row.at:%Y-%m-%d} (ledger import): {row.details['explain']}"
+    if not row.details.get("covered", True):
+        said += "; this note is no longer covered, so issuing it will be refused"
+    return said
+
+
 async def import_ledger(
-    engine: AsyncEngine, files: list[InputFile], *, actor: str, dry_run: bool = False
+    engine: AsyncEngine,
+    files: list[InputFile],
+    *,
+    actor: str,
+    dry_run: bool = False,
+    progress: Progress | None = None,
 ) -> ImportReport:
     """Load `files` (checked whole first); raises LedgerRejected, writing nothing, on any bad record."""
     async with engine.connect() as conn:
         transaction = await conn.begin()
         try:
             await lock_ledger(conn)
-            result = await load(await driver_connection(conn), files)
+            result = await load(await driver_connection(conn), files, progress)
             if not result.ok:
                 raise LedgerRejected(result.errors[:MAX_ERRORS], result.error_count)
             report = _report(result, dry_run)
+            report.notes = await rederive_notes(conn)
             if dry_run:
                 await transaction.rollback()
                 return report
@@ -82,6 +171,7 @@ async def import_ledger(
             await activity.record(
                 conn, activity.USER, actor, "ledger.imported", "ledger", report.sha256, details
             )
+            await record_notes(conn, report.notes, actor, report.sha256)
             await transaction.commit()
             return report
         except BaseException:

@@ -63,10 +63,16 @@ def stage(table: str) -> str:
 
 @dataclass(frozen=True)
 class InputFile:
-    """One input: its name as errors show it (`PATH`, `<stdin>`) and how to open it (bytes)."""
+    """One input: its name as errors show it (`PATH`, `<stdin>`), how to open it (bytes), and its size
+    where known (a progress bar's total)."""
 
     name: str
     open: Callable[[], IO[bytes]]
+    size: int | None = None
+
+
+Progress = Callable[[int, int], None]  # (kB read, kB in all)
+PROGRESS_EVERY = 2_000  # lines between two progress reports
 
 
 def input_files(path: str, stdin: IO[bytes]) -> list[InputFile]:
@@ -78,10 +84,10 @@ def input_files(path: str, stdin: IO[bytes]) -> list[InputFile]:
         files = sorted(p for p in where.iterdir() if p.suffix == ".jsonl" and p.is_file())
         if not files:
             raise LedgerInputError(f"{path}: no .jsonl files in this directory")
-        return [InputFile(str(p), _opener(p)) for p in files]
+        return [InputFile(str(p), _opener(p), p.stat().st_size) for p in files]
     if not where.is_file():
         raise LedgerInputError(f"{path}: no such file or directory")
-    return [InputFile(str(where), _opener(where))]
+    return [InputFile(str(where), _opener(where), where.stat().st_size)]
 
 
 def _opener(path: Path) -> Callable[[], IO[bytes]]:
@@ -139,8 +145,14 @@ class _Errors:
 Line = tuple[int, int, Any, "Invalid | None"]  # file number, line number, decoded JSON, or why not
 
 
-def decoded_lines(files: list[InputFile], digests: list[Any], whole: Any) -> Iterator[Line]:
+def decoded_lines(
+    files: list[InputFile], digests: list[Any], whole: Any, progress: Progress | None = None
+) -> Iterator[Line]:
     """Every non-blank line of every file, decoded; hashing each byte as it goes by."""
+    sizes = [f.size for f in files]
+    total = sum(s for s in sizes if s is not None) // 1024 if None not in sizes else 0
+    progress = progress if total else None  # stdin: no total to show progress against
+    read = 0
     for file_no, source in enumerate(files):
         digest = hashlib.sha256()
         digests.append(digest)
@@ -149,6 +161,9 @@ def decoded_lines(files: list[InputFile], digests: list[Any], whole: Any) -> Ite
             for number, raw in enumerate(stream, start=1):
                 digest.update(raw)
                 whole.update(raw)
+                read += len(raw)
+                if progress is not None and number % PROGRESS_EVERY == 0:
+                    progress(read // 1024, total)
                 if not raw.strip():
                     continue
                 empty = False
@@ -165,6 +180,8 @@ def decoded_lines(files: list[InputFile], digests: list[Any], whole: Any) -> Ite
                 None,
                 Invalid("type", f"the file is empty; its first line must be {FORMAT_LINE}"),
             )
+    if progress is not None:
+        progress(total, total)
 
 
 def records_of(lines: Iterable[Line], errors: _Errors) -> Iterator[tuple[int, int, Any, str | None]]:
@@ -445,12 +462,14 @@ async def write(conn: psycopg.AsyncConnection[Any], staged: dict[str, int]) -> d
 # ---- the whole load ----
 
 
-async def load(conn: psycopg.AsyncConnection[Any], files: list[InputFile]) -> LoadResult:
+async def load(
+    conn: psycopg.AsyncConnection[Any], files: list[InputFile], progress: Progress | None = None
+) -> LoadResult:
     """Check the whole input; if it is sound, upsert it (in the caller's transaction, which must roll
     back when the result is not ok: staging tables hold rows until then)."""
     whole = hashlib.sha256()
     digests: list[Any] = []
-    result = await load_records(conn, [f.name for f in files], decoded_lines(files, digests, whole))
+    result = await load_records(conn, [f.name for f in files], decoded_lines(files, digests, whole, progress))
     result.sha256 = whole.hexdigest()
     result.files = [{"path": f.name, "sha256": d.hexdigest()} for f, d in zip(files, digests, strict=False)]
     return result

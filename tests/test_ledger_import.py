@@ -4,6 +4,7 @@ trip export → import giving back the same ledger row for row."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -500,3 +501,70 @@ async def test_notes_the_billing_system_issued_count_against_what_is_owed_not_ag
         owed = await owed_on_invoice(conn, "in_sg_sep", pending=["draft", "approved"])
         assert (owed.paid, owed.issued, owed.amount) == (Decimal("194.02"), Decimal("97.01"), Decimal("0.00"))
         assert await issued_today(conn, now, "SGD") == Decimal("0.00")
+
+
+async def test_a_change_under_an_issued_note_is_kept_and_put_on_record_naming_it(db: AsyncEngine) -> None:
+    lines = fixture_lines()
+    await load(db, lines)
+    async with db.begin() as conn:  # BillSleuth credited the wrong price on in_zx_1 already
+        await conn.execute(
+            text(
+                "INSERT INTO credit_notes (id, invoice_id, amount, reason, status, case_id, issued_at) "
+                "VALUES ('CN-0007', 'in_zx_1', 10.30, 'order_change', 'issued', 'CASE-0007', now())"
+            )
+        )
+    # The billing system says the payment was 0.01 more: kept as the ledger's fact, and on record.
+    changed = [dict(r, amount="50.48") if r.get("id") == "py_zx" else r for r in lines]
+    dry = await load(db, changed, dry_run=True)
+    assert [n["credit_note_id"] for n in dry.notes] == ["CN-0007"]
+    report = await load(db, changed)
+    assert report.counts["payment"] == {"added": 0, "changed": 1, "unchanged": 11}
+    [note] = report.notes
+    assert (note["credit_note_id"], note["status"], note["covered"]) == ("CN-0007", "issued", True)
+    async with db.connect() as conn:
+        rows = (
+            await conn.execute(
+                text(
+                    "SELECT action, entity_id, details FROM activity_log "
+                    "WHERE action IN ('ledger.imported', 'ledger.changed_under_note') ORDER BY id"
+                )
+            )
+        ).all()
+        paid = (await conn.execute(text("SELECT amount FROM payments WHERE id = 'py_zx'"))).scalar_one()
+        status = (
+            await conn.execute(text("SELECT status FROM credit_notes WHERE id = 'CN-0007'"))
+        ).scalar_one()
+        outbox = (
+            await conn.execute(text("SELECT count(*) FROM outbox WHERE change = 'ledger.changed'"))
+        ).scalar_one()
+    assert [(r.action, r.entity_id) for r in rows] == [
+        ("ledger.imported", rows[0].entity_id),
+        ("ledger.imported", report.sha256),
+        ("ledger.changed_under_note", "CN-0007"),
+    ]
+    assert rows[2].details["invoice_id"] == "in_zx_1" and rows[2].details["sha256"] == report.sha256
+    assert (paid, status, outbox) == (Decimal("50.48"), "issued", 0)  # issued stays issued; no card to redraw
+    unchanged = await load(db, changed)
+    assert unchanged.notes == []  # nothing changed under it this time
+
+
+def test_reading_reports_progress_in_kilobytes_of_the_files_sizes(tmp_path: Path) -> None:
+    from engine.ledger_load import PROGRESS_EVERY, decoded_lines
+
+    path = tmp_path / "big.jsonl"
+    path.write_text(
+        "".join(json.dumps({"type": "plan", "id": f"p{n}", "pad": "x" * 200}) + "\n" for n in range(5000))
+    )
+    [source] = input_files(str(path), sys.stdin.buffer)
+    seen: list[tuple[int, int]] = []
+    lines = list(
+        decoded_lines([source], [], hashlib.sha256(), lambda done, total: seen.append((done, total)))
+    )
+    assert len(lines) == 5000
+    total = path.stat().st_size // 1024
+    assert len(seen) == 5000 // PROGRESS_EVERY + 1 and seen[-1] == (total, total)
+    assert [done for done, _ in seen] == sorted(done for done, _ in seen) and seen[0][0] < total
+    piped = InputFile("<stdin>", lambda: path.open("rb"))  # no size: no bar
+    seen.clear()
+    list(decoded_lines([piped], [], hashlib.sha256(), lambda done, total: seen.append((done, total))))
+    assert seen == []

@@ -104,6 +104,9 @@ def credit_note_card(view: CreditNoteCardView) -> Message:
         divider(bid("split2")),
         section(bid("note"), _note_text(note, currency)),
     ]
+    if note.ledger_changed and note.status in ("draft", "approved"):
+        # An import changed the invoice under the open note: the recomputation above is the new ledger's.
+        blocks.append(context(bid("ledger"), f":warning: {escape(clip(note.ledger_changed, MAX_REASON))}"))
     if view.decisions:
         blocks.append(section(bid("votes"), _decisions_text(view.decisions)))
     if view.rounds:

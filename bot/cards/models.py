@@ -203,6 +203,7 @@ class CreditNoteView:
     expires_at: datetime  # timezone-aware
     held_by_budget: bool = False  # approved, but issuing it today would pass the daily credit limit
     issue_refused: str | None = None  # approved, but issuing it was refused (why): its case escalated
+    ledger_changed: str | None = None  # still open, and an import changed its invoice since it was drafted
     cancelled_by: str | None = None  # who cancelled it (a Slack user id); None: BillSleuth's own sweep
     cancel_reason: str = ""
 

@@ -59,6 +59,7 @@ def run_import(args: argparse.Namespace) -> int:
     from approvals.identity import os_account
     from approvals.ledger_import import LedgerRejected, import_ledger
     from bot.cli.common import print_json, ready_database
+    from bot.cli.progress import progress_bar
     from engine.db import create_engine
     from engine.ledger_load import LedgerInputError, input_files
 
@@ -67,13 +68,16 @@ def run_import(args: argparse.Namespace) -> int:
     except LedgerInputError as error:
         raise CommandError(str(error)) from None
     url = ready_database()
+    bar = progress_bar("import", unit="kB")  # on a terminal only: stdout stays the counts
 
     async def go() -> Any:
         engine = create_engine(url)
         try:
-            return await import_ledger(engine, files, actor=os_account(), dry_run=args.dry_run)
+            return await import_ledger(engine, files, actor=os_account(), dry_run=args.dry_run, progress=bar)
         finally:
             await engine.dispose()
+            if bar is not None:
+                bar.close()
 
     try:
         report = asyncio.run(go())

@@ -24,7 +24,7 @@ def _duration(seconds: float) -> str:
     return f"{minutes} min {seconds_left:02d} s"
 
 
-def render(label: str, done: int, total: int, elapsed: float) -> str:
+def render(label: str, done: int, total: int, elapsed: float, unit: str = "customers") -> str:
     """e.g. `audit [######------------------]  1,000/4,000 customers  25%  850 customers/s  ETA 4 s`."""
     fraction = min(1.0, done / total) if total > 0 else 1.0
     filled = int(WIDTH * fraction)
@@ -36,16 +36,18 @@ def render(label: str, done: int, total: int, elapsed: float) -> str:
     else:
         eta = "ETA --"
     return (
-        f"{label} [{'#' * filled}{'-' * (WIDTH - filled)}]  {done:,}/{total:,} customers  "
-        f"{fraction:.0%}  {rate:,.0f} customers/s  {eta}"
+        f"{label} [{'#' * filled}{'-' * (WIDTH - filled)}]  {done:,}/{total:,} {unit}  "
+        f"{fraction:.0%}  {rate:,.0f} {unit}/s  {eta}"
     )
 
 
 class ProgressBar:
     """Callable as agent.auditor.run's progress: (customers done, customers in all)."""
 
-    def __init__(self, label: str, stream: TextIO, clock: Callable[[], float] = time.monotonic) -> None:
-        self.label, self.stream, self.clock = label, stream, clock
+    def __init__(
+        self, label: str, stream: TextIO, clock: Callable[[], float] = time.monotonic, unit: str = "customers"
+    ) -> None:
+        self.label, self.stream, self.clock, self.unit = label, stream, clock, unit
         self.started = clock()
         self.drawn_at: float | None = None
 
@@ -55,7 +57,7 @@ class ProgressBar:
             return
         self.drawn_at = now
         # \r back to the start of the line, \x1b[K clears what a longer earlier line left behind.
-        self.stream.write(f"\r{render(self.label, done, total, now - self.started)}\x1b[K")
+        self.stream.write(f"\r{render(self.label, done, total, now - self.started, self.unit)}\x1b[K")
         self.stream.flush()
 
     def close(self) -> None:
@@ -65,7 +67,7 @@ class ProgressBar:
             self.stream.flush()
 
 
-def progress_bar(label: str, stream: TextIO | None = None) -> ProgressBar | None:
+def progress_bar(label: str, stream: TextIO | None = None, unit: str = "customers") -> ProgressBar | None:
     """A bar on stderr when it is a terminal; None (no output at all) otherwise."""
     stream = stream if stream is not None else sys.stderr
-    return ProgressBar(label, stream) if stream.isatty() else None
+    return ProgressBar(label, stream, unit=unit) if stream.isatty() else None

@@ -22,6 +22,7 @@ from sqlalchemy import text
 
 from agent.cases.service import OPENED_FROM_CLI
 from agent.graph.state import UNFINISHED
+from approvals.ledger_import import LEDGER_CHANGED
 from bot import store
 from bot.flows.home import publish_home
 from bot.flows.notices import remind_approvers, tell_approvers, tell_finance_of_budget, tell_requester
@@ -62,10 +63,12 @@ async def _deliver(runtime: BotRuntime, changes: list[store.Change]) -> set[str]
         except Exception:
             log.exception("could not tell the requester of case %s; trying again later", case_id)
             failed.add(case_id)
+    # The ledger changed under a note: its status did not, so the drawn state alone would not redraw it.
+    ledger_changed = {c.case_id for c in changes if c.change == LEDGER_CHANGED}
     for case_id in _cases_of(_showing_something(changes)):
         try:
             async with _delivering(runtime, case_id):
-                await redraw_if_behind(runtime, case_id)
+                await redraw_if_behind(runtime, case_id, force=case_id in ledger_changed)
                 await tell_approvers(runtime, case_id)
         except Exception:
             log.exception("could not show a change of case %s in Slack; trying again later", case_id)

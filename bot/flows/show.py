@@ -151,10 +151,11 @@ async def redraw_behind(runtime: BotRuntime) -> list[str]:
     return drawn
 
 
-async def redraw_if_behind(runtime: BotRuntime, case_id: str) -> bool:
+async def redraw_if_behind(runtime: BotRuntime, case_id: str, *, force: bool = False) -> bool:
     """Draw the case's result when its Slack message shows an older state, or a customer reply is owed;
     True when it drew. A case still being investigated is left to the run drawing its progress, and one
-    that no longer exists (a reseed erased it) has nothing to draw."""
+    that no longer exists (a reseed erased it) has nothing to draw. `force`: the card shows more than the
+    state compared (an import changed the ledger under the note), so draw it anyway."""
     try:
         row = await runtime.service.case_row(case_id)
     except CaseNotFound:
@@ -163,7 +164,7 @@ async def redraw_if_behind(runtime: BotRuntime, case_id: str) -> bool:
         return False
     case = await runtime.service.show_case(case_id)
     shown = store.drawn_state(case["status"], case.get("credit_note"))
-    if shown == row.drawn_state and not await _reply_owed(runtime, case):
+    if not force and shown == row.drawn_state and not await _reply_owed(runtime, case):
         return False
     await show_case_result(runtime, case)
     return True

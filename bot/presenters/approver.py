@@ -24,8 +24,9 @@ from agent.graph.tools import ToolContext, ToolError, call_tool, check_json, rec
 from agent.model.costs import case_model_cost
 from approvals import queries
 from approvals.issuing import over_daily_budget
+from approvals.ledger_import import ledger_change
+from approvals.models import OPEN_NOTES, NoteStatus, Vote
 from approvals.models import CreditNoteView as Note
-from approvals.models import NoteStatus, Vote
 from approvals.policy import utc_now
 from bot.cards import credit_note_card
 from bot.cards.models import (
@@ -98,6 +99,7 @@ class ApproverView:
     tool_trail: tuple[ToolCall, ...]
     held_by_budget: bool  # approved, waiting for room under the daily credit limit
     issue_refused: str | None  # approved, but issuing it was refused: why
+    ledger_changed: str | None = None  # open, and an import changed its invoice since: what is owed now
     rounds: tuple[RoundView, ...] = ()  # the case's notes sent back with a question, and the answers
     other_findings: tuple[OtherFindingView, ...] = ()  # the account's other overpaid invoices
 
@@ -143,6 +145,7 @@ async def _read(
         tool_trail=tuple(await _agent_trail_in(conn, note.case_id)) if note.case_id else (),
         held_by_budget=held,
         issue_refused=(case.escalation_reason or "issuing it was refused") if refused and case else None,
+        ledger_changed=await ledger_change(conn, note.id) if note.status in OPEN_NOTES else None,
         rounds=await rounds_in(conn, note.case_id) if note.case_id else (),
         other_findings=tuple(
             await other_finding_views(conn, case.case_id, case.findings.get("other_findings") or [])
@@ -219,7 +222,12 @@ def card_view(view: ApproverView) -> CreditNoteCardView:
         conclusion=conclusion,
         recompute=RecomputationView.from_check(view.check, view.payments),
         tool_trail=[ToolCallView(c.tool, args_summary(c.args), c.ok) for c in view.tool_trail],
-        credit_note=note_model(note, held_by_budget=view.held_by_budget, issue_refused=view.issue_refused),
+        credit_note=note_model(
+            note,
+            held_by_budget=view.held_by_budget,
+            issue_refused=view.issue_refused,
+            ledger_changed=view.ledger_changed,
+        ),
         decisions=decision_views(view.votes),
         revision=view.revision,
         rounds=view.rounds,
@@ -282,6 +290,8 @@ def as_text(view: ApproverView) -> str:
         lines.append("  held: the daily credit limit has no room for it today")
     if view.issue_refused:
         lines.append(f"  issuing it was refused: {view.issue_refused}")
+    if view.ledger_changed:
+        lines.append(f"  {view.ledger_changed}")
     lines.append(
         f"  recomputed now: billed {fmt_amount(check.billed_total, note.currency)},"
         f" the rules say {fmt_amount(check.should_pay, note.currency)},"

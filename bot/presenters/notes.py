@@ -48,7 +48,11 @@ def card_revision(note: Note) -> int:
 
 
 def note_model(
-    note: Note, *, held_by_budget: bool = False, issue_refused: str | None = None
+    note: Note,
+    *,
+    held_by_budget: bool = False,
+    issue_refused: str | None = None,
+    ledger_changed: str | None = None,
 ) -> CreditNoteView:
     return CreditNoteView(
         id=note.id,
@@ -62,6 +66,7 @@ def note_model(
         expires_at=note.expires_at or note.created_at,
         held_by_budget=held_by_budget,
         issue_refused=issue_refused,
+        ledger_changed=ledger_changed,
         # The sweep cancels as BillSleuth itself, not as a person the card could mention.
         cancelled_by=note.cancelled_by if is_slack_user_id(note.cancelled_by or "") else None,
         cancel_reason=note.cancel_reason or "",

@@ -4,6 +4,8 @@ overcharge reaches the card."""
 
 from __future__ import annotations
 
+import io
+import json
 from pathlib import Path
 
 import pytest
@@ -63,3 +65,44 @@ async def test_a_mention_quoting_an_imported_invoice_id_is_answered_about_that_i
     assert case.findings["invoice_ids"] == ["in_DE_0815"]
     assert case.findings["root_cause"] == "cancel_not_respected"
     assert case.findings["overcharge"] == "92.82"
+
+
+async def test_an_import_that_refunds_the_overcharge_under_an_open_note_says_so_on_its_card(
+    slack: SlackRecorder, bot: RunningBot, client: SignedClient
+) -> None:
+    event = mention(slack, "cus_8f3aQz says September was billed twice, 120.51 each time")
+    await client.send(event)
+    await bot.settled()
+    (card,) = bot_replies(slack, CHANNEL, event["event"]["ts"])
+    # The billing system refunded the second September payment itself: nothing is owed back any more.
+    lines = [json.loads(line) for line in FIXTURE.read_text().splitlines()]
+    refunded = [dict(r, status="refunded") if r.get("id") == "py_1Ab" else r for r in lines]
+    data = "".join(json.dumps(r) + "\n" for r in refunded).encode()
+    report = await import_ledger(
+        bot.runtime.engine, [InputFile("refund.jsonl", lambda: io.BytesIO(data))], actor="finance-desk"
+    )
+    [note] = report.notes
+    assert (note["invoice_id"], note["status"], note["covered"], note["rule"]) == (
+        "in_1Ab",
+        "draft",
+        False,
+        "overcharge_changed",
+    )
+    assert note["still_owed"] == "0.00"
+
+    def says_the_ledger_changed() -> bool:
+        updates = [c for c in slack.calls("chat.update") if c.args["ts"] == card.ts]
+        return bool(updates) and "the ledger changed on" in all_text(updates[-1].args["blocks"])
+
+    await slack.wait_until(says_the_ledger_changed, timeout=10)
+    words = all_text([c for c in slack.calls("chat.update") if c.args["ts"] == card.ts][-1].args["blocks"])
+    assert "0.00 is still owed back on in_1Ab" in words and "issuing it will be refused" in words
+    async with bot.runtime.engine.connect() as conn:
+        rows = (
+            await conn.execute(
+                select(schema.activity_log).where(schema.activity_log.c.action == "ledger.changed_under_note")
+            )
+        ).all()
+    assert [(r.entity_id, r.details["covered"], r.actor_id) for r in rows] == [
+        (note["credit_note_id"], False, "finance-desk")
+    ]
