@@ -196,35 +196,6 @@ async def _check_still_owed(conn: AsyncConnection, note: Row[Any]) -> None:
         )
 
 
-def fits_a_day(amount: Decimal, currency: str, settings: ApprovalSettings) -> bool:
-    """Whether `amount` can be issued on some day at all: a note larger than its currency's daily limit
-    by itself would wait forever, so the hard stop escalates it instead of holding it."""
-    return amount <= settings.daily_limit_for(currency)
-
-
-async def held_by_daily_budget(
-    engine: AsyncEngine,
-    amount: Decimal,
-    currency: str,
-    settings: ApprovalSettings,
-    *,
-    now: datetime | None = None,
-) -> bool:
-    """Whether a note of `amount` that fits a day must still wait for room today. A read: nothing is
-    locked or recorded (issuing checks again under the budget lock). False when it can never fit, so the
-    caller tries to issue and the refusal escalates it."""
-    if not fits_a_day(amount, currency, settings):
-        return False
-    async with engine.connect() as conn:
-        return await over_daily_budget(conn, amount, currency, settings, now or utc_now())
-
-
-async def over_daily_budget(
-    conn: AsyncConnection, amount: Decimal, currency: str, settings: ApprovalSettings, now: datetime
-) -> bool:
-    return await issued_today(conn, now, currency) + amount > settings.daily_limit_for(currency)
-
-
 async def _check_daily_budget(
     conn: AsyncConnection, amount: Decimal, currency: str, settings: ApprovalSettings, now: datetime
 ) -> None:

@@ -31,7 +31,7 @@ from approvals import (
     issue,
     list_pending,
 )
-from approvals.issuing import fits_a_day, held_by_daily_budget
+from approvals.holds import fits_a_day, held_by_daily_limit
 from approvals.policy import approvals_needed
 from bot.cards import credit_note_card
 from bot.cards.models import ConclusionView, CreditNoteCardView, CustomerView, RecomputationView
@@ -169,12 +169,19 @@ async def test_a_three_decimal_currency_is_refused_explicitly(ledger: AsyncEngin
     assert refused.value.rule == Rule.CURRENCY_MINOR_UNIT and "KWD" in refused.value.message
 
 
+async def held_today(engine: AsyncEngine, note_id: str, settings: ApprovalSettings) -> bool:
+    """Whether the daily limit holds this approved note on TODAY, its case waiting for it."""
+    note = await get_credit_note(engine, note_id)
+    async with engine.connect() as conn:
+        return await held_by_daily_limit(conn, note, case_waits=True, settings=settings, now=TODAY)
+
+
 async def test_usd_issued_today_does_not_hold_a_eur_note(ledger: AsyncEngine) -> None:
     tight = ApprovalSettings(approvers=SETTINGS.approvers, daily_credit_limit=Decimal("200.00"))
     usd = await approved(ledger, "INV-USD-1", "150.00", "case-usd")
     eur = await approved(ledger, "INV-EUR-1", "150.00", "case-eur")
     await issue(ledger, usd, tight, now=TODAY)
-    assert not await held_by_daily_budget(ledger, Decimal("150.00"), "EUR", tight, now=TODAY)
+    assert not await held_today(ledger, eur, tight)
     outcome = await issue(ledger, eur, tight, now=TODAY)
     assert outcome.changed and (await get_credit_note(ledger, eur)).status == "issued"
 
@@ -184,7 +191,7 @@ async def test_two_usd_notes_over_the_limit_hold(ledger: AsyncEngine) -> None:
     first = await approved(ledger, "INV-USD-1", "150.00", "case-1")
     second = await approved(ledger, "INV-USD-2", "150.00", "case-2")
     await issue(ledger, first, tight, now=TODAY)
-    assert await held_by_daily_budget(ledger, Decimal("150.00"), "USD", tight, now=TODAY)
+    assert await held_today(ledger, second, tight)
     with pytest.raises(IssueRefused) as refused:
         await issue(ledger, second, tight, now=TODAY)
     assert refused.value.rule == Rule.DAILY_CREDIT_LIMIT

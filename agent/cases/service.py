@@ -25,13 +25,12 @@ from agent.graph.state import (
     UNFINISHED,
     CaseState,
     CaseStatus,
-    held_by_daily_limit,
     refused_at_issue,
 )
 from agent.model import budget
 from agent.model.clients import model_clients_held
 from agent.model.costs import SpendSettings, case_model_cost
-from approvals import activity, cancelling, decisions, expiry, issuing, policy_store, queries
+from approvals import activity, cancelling, decisions, expiry, holds, policy_store, queries
 from approvals.config import ApprovalSettings
 from approvals.models import (
     CLI_SOURCE,
@@ -573,20 +572,34 @@ class CaseService:
         self, settings: ApprovalSettings, now: datetime | None = None
     ) -> tuple[list[str], dict[str, str]]:
         """Approved notes never issued for longer than the hold limit, counted from their approval (the
-        moment they could first have been issued), oldest first: those the daily limit holds, and those
-        refused at issue that nobody cancelled (note id → its case)."""
+        moment they could first have been issued), oldest first: those the daily limit holds now
+        (approvals.holds; `now` moves only the hold clock: today's room is today's, as when releasing), and
+        those refused at issue that nobody cancelled (note id → its case)."""
         cutoff = (now or datetime.now(UTC)) - timedelta(days=settings.hold_max_days)
         notes, cases = schema.credit_notes.c, schema.cases.c
         async with self.engine.connect() as conn:
             rows = (
                 await conn.execute(
-                    select(notes.id, notes.status, notes.case_id, cases.status.label("case_status"))
+                    select(
+                        notes.id,
+                        notes.status,
+                        notes.amount,
+                        notes.currency,
+                        notes.case_id,
+                        cases.status.label("case_status"),
+                    )
                     .join(schema.cases, cases.id == notes.case_id)
                     .where(notes.status == NoteStatus.APPROVED, notes.decided_at <= cutoff)
                     .order_by(notes.decided_at, notes.id)
                 )
             ).all()
-        held = [row.id for row in rows if held_by_daily_limit(row.status, row.case_status)]
+            held = [
+                row.id
+                for row in rows
+                if await holds.held_by_daily_limit(
+                    conn, row, case_waits=row.case_status == CaseStatus.AWAITING_APPROVAL, settings=settings
+                )
+            ]
         refused = {row.id: row.case_id for row in rows if refused_at_issue(row.status, row.case_status)}
         return held, refused
 
@@ -614,15 +627,17 @@ class CaseService:
         note = await queries.credit_note_for_case(self.engine, case_id)
         if note is None or note.status == NoteStatus.DRAFT:
             return False
-        if held_by_daily_limit(note.status, CaseStatus.AWAITING_APPROVAL) and (
-            not release_held
-            or await issuing.held_by_daily_budget(
-                self.engine, note.amount, note.currency, self.approval_settings
-            )
-        ):
+        if note.status == NoteStatus.APPROVED and (not release_held or await self._held(note)):
             return False  # held: without room today, resuming would only record the same hard stop again
         decision = {"approver": "system", "decision": note.status, "comment": ""}
         return await self.resume(case_id, decision) or await self._catch_up(case_id)
+
+    async def _held(self, note: CreditNoteView) -> bool:
+        """Whether the daily limit holds a waiting case's approved note (approvals.holds)."""
+        async with reading(self.engine) as conn:
+            return await holds.held_by_daily_limit(
+                conn, note, case_waits=True, settings=self.approval_settings
+            )
 
     async def _catch_up(self, case_id: str) -> bool:
         """A stop between the graph's last checkpoint and the cases row leaves the row behind (say, still

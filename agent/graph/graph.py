@@ -37,7 +37,7 @@ from agent.graph.verify import verify_findings, verify_other_findings
 from agent.graph.write_up import COMPLAINT, compose_reply, ungrounded_in_reply
 from agent.model import budget
 from agent.model.costs import endpoint_host
-from approvals import drafting, issuing, queries
+from approvals import drafting, holds, issuing, queries
 from approvals.models import NO_MONEY, CreditNoteView, NoteStatus, Refused, Rule
 from engine import schema
 from engine.db import reading
@@ -299,7 +299,7 @@ async def await_approval(state: CaseState, runtime: Runtime[CaseContext]) -> dic
         try:
             await issuing.issue(context.engine, note["id"], context.approval_settings)
         except Refused as refusal:
-            if refusal.rule == Rule.DAILY_CREDIT_LIMIT and issuing.fits_a_day(
+            if refusal.rule == Rule.DAILY_CREDIT_LIMIT and holds.fits_a_day(
                 current.amount, current.currency, context.approval_settings
             ):
                 # A hard stop holds the approved note, it does not undo the approvals: the case keeps

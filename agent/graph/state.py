@@ -39,23 +39,11 @@ REQUEST_CHANGES = "request_changes"
 MAX_ROUNDS = 3
 
 
-def held_by_daily_limit(note_status: str, case_status: str) -> bool:
-    """An approved note whose case still waits is held by the daily credit limit's hard stop: issuing it
-    was refused for room today (any other refusal escalates the case instead). The sweep issues it once
-    there is room, or cancels it after BILLSLEUTH_HOLD_MAX_DAYS."""
-    return note_status == NoteStatus.APPROVED and case_status == CaseStatus.AWAITING_APPROVAL
-
-
 def refused_at_issue(note_status: str, case_status: str) -> bool:
     """An approved note whose case escalated: issuing it was refused for good (the ledger changed, or it
     is larger than a whole day's limit). It waits for a person to cancel it, and the sweep cancels it after
-    BILLSLEUTH_HOLD_MAX_DAYS like a held one."""
+    BILLSLEUTH_HOLD_MAX_DAYS like one the daily limit holds (approvals.holds decides that one)."""
     return note_status == NoteStatus.APPROVED and case_status == CaseStatus.ESCALATED
-
-
-def never_issued(note_status: str, case_status: str) -> bool:
-    """Approved but not issued, held or refused: what Cancel is for, and what the hold limit ends."""
-    return held_by_daily_limit(note_status, case_status) or refused_at_issue(note_status, case_status)
 
 
 class Findings(TypedDict):

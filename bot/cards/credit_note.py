@@ -62,6 +62,8 @@ MAX_REASON = 400
 MAX_DESCRIPTION = 60
 MAX_COMMENT = 200
 MAX_ROUND_TEXT = 150
+# An approved note whose case waits and that today's room would take (approvals.holds: not held).
+LEAVES_WITH_THE_SWEEP = "today's limit has room for it, so the bot's next sweep issues it"
 DIFF_ROWS, DIFF_CHARS = 8, 1400
 PAYMENT_ROWS, PAYMENT_CHARS = 6, 800
 TRAIL_CALLS, TRAIL_CHARS = 20, 1400

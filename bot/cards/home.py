@@ -19,7 +19,7 @@ from bot.cards.blocks import (
     section,
     slack_time,
 )
-from bot.cards.credit_note import approvals_line, cancel_button, vote_buttons
+from bot.cards.credit_note import LEAVES_WITH_THE_SWEEP, approvals_line, cancel_button, vote_buttons
 from bot.cards.ids import block_id
 from bot.cards.limits import CardLimitError, view_problems
 from bot.cards.models import CaseSummaryView, HomeView, PendingNoteView
@@ -108,15 +108,16 @@ def _held_note(item: PendingNoteView) -> list[Block]:
     def bid(part: str) -> str:
         return block_id("home", note.id, part, item.revision)
 
-    why = (
-        f"Issuing it was refused: {clip(note.issue_refused, 300)}"
-        if note.issue_refused
-        else "Held by the daily credit limit"
-    )
-    return [
-        section(bid("held"), f"{_note_line(item)}\n{why}"),
-        actions(bid("cancel"), cancel_button(note, item.customer.currency)),
-    ]
+    if note.issue_refused:
+        why = f"Issuing it was refused: {clip(note.issue_refused, 300)}"
+    elif note.held_by_budget:
+        why = "Held by the daily credit limit"
+    else:
+        why = f"Not held: {LEAVES_WITH_THE_SWEEP}"
+    blocks = [section(bid("held"), f"{_note_line(item)}\n{why}")]
+    if note.cancellable:  # as on its card: nothing to cancel on a note that is about to be issued
+        blocks.append(actions(bid("cancel"), cancel_button(note, item.customer.currency)))
+    return blocks
 
 
 def _note_line(item: PendingNoteView) -> str:

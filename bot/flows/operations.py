@@ -62,15 +62,16 @@ async def execute(service: CaseService, request: Request) -> Result:
 
 
 async def _list_notes(service: CaseService) -> Result:
-    """Drafts waiting for votes, then approved notes never issued — held by the daily limit, or refused at
-    issue — which wait for room or for someone to cancel them."""
+    """Drafts waiting for votes, then approved notes never issued — held by the daily limit, refused at
+    issue, or about to leave with the next sweep — which wait for room, for someone to cancel them, or for
+    the sweep."""
     await service.expire_overdue()
     drafts = await queries.list_pending(service.engine)
-    unissued = await unissued_notes(service.engine)
+    unissued = await unissued_notes(service.engine, service.approval_settings)
     listed = [
         *({**note_json(n), "held_by_daily_limit": False, "issue_refused": None} for n in drafts),
         *(
-            {**note_json(n), "held_by_daily_limit": why.refused is None, "issue_refused": why.refused}
+            {**note_json(n), "held_by_daily_limit": why.held, "issue_refused": why.refused}
             for n, why in unissued
         ),
     ]

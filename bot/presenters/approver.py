@@ -19,16 +19,16 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agent.cases.service import CaseService, case_row_in
-from agent.graph.state import MAX_ROUNDS, CaseStatus, held_by_daily_limit
+from agent.graph.state import MAX_ROUNDS, CaseStatus, refused_at_issue
 from agent.graph.tools import ToolContext, ToolError, call_tool, check_json, recompute
 from agent.model.costs import case_model_cost
 from approvals import queries
-from approvals.issuing import over_daily_budget
+from approvals.holds import held_by_daily_limit
 from approvals.ledger_import import ledger_change
 from approvals.models import OPEN_NOTES, NoteStatus, Vote
 from approvals.models import CreditNoteView as Note
-from approvals.policy import utc_now
 from bot.cards import credit_note_card
+from bot.cards.credit_note import LEAVES_WITH_THE_SWEEP
 from bot.cards.models import (
     ConclusionView,
     CreditNoteCardView,
@@ -127,13 +127,11 @@ async def _read(
     note = queries.to_view(await queries.note_row_in(conn, credit_note_id), votes)
     customer = await customer_of_invoice_in(conn, note.invoice_id)
     case = await _case_facts(conn, note.case_id) if note.case_id else None
-    held = (
-        case is not None
-        and held_by_daily_limit(note.status, case.status)
-        and await over_daily_budget(conn, note.amount, note.currency, service.approval_settings, utc_now())
+    held = case is not None and await held_by_daily_limit(
+        conn, note, case_waits=case.status == CaseStatus.AWAITING_APPROVAL, settings=service.approval_settings
     )
     # An approved note whose case escalated was refused at issue: it waits for a person, not for room.
-    refused = case is not None and note.status == NoteStatus.APPROVED and case.status == CaseStatus.ESCALATED
+    refused = case is not None and refused_at_issue(note.status, case.status)
     check, payments = await _fresh_recomputation(service, conn, note, customer.id, viewer)
     return ApproverView(
         note=note,
@@ -326,6 +324,8 @@ def waiting_for(note: Mapping[str, Any]) -> str:
         return f"approved, issuing refused ({note['issue_refused']}): cancel it"
     if note.get("held_by_daily_limit"):
         return "approved, held by the daily credit limit"
+    if note.get("status") == NoteStatus.APPROVED:
+        return f"approved, not held: {LEAVES_WITH_THE_SWEEP}"
     return f"expires {note['expires_at'] or '-'}"
 
 

@@ -1,5 +1,6 @@
-"""App Home's read model: for approvers, the notes waiting for a decision, the approved ones the daily limit
-holds and today's room under that limit; for everyone, their own open cases."""
+"""App Home's read model: for approvers, the notes waiting for a decision, the approved ones never issued
+(held by the daily limit, refused at issue, or about to leave) and today's room under that limit; for
+everyone, their own open cases."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from agent.cases.service import CaseService
 from agent.graph.state import SETTLED, CaseStatus
 from approvals import queries
 from approvals.config import ApprovalSettings
+from approvals.holds import held_by_daily_limit
 from approvals.limits import issued_today, utc_day
 from approvals.models import CreditNoteView as Note
 from approvals.models import NoteStatus
@@ -32,7 +34,7 @@ async def home(service: CaseService, user_id: str, is_approver: bool) -> HomeVie
     if not is_approver:
         return HomeView(user_id, is_approver, (), open_cases)
     pending = await _note_views(engine, [(n, None) for n in await queries.list_pending(engine)])
-    held = await _note_views(engine, await unissued_notes(engine))
+    held = await _note_views(engine, await unissued_notes(engine, service.approval_settings))
     currencies = {v.customer.currency for v in (*pending, *held)}
     credit_left = await _credit_left(engine, service.approval_settings, currencies)
     return HomeView(user_id, is_approver, pending, open_cases, held, credit_left)
@@ -46,7 +48,7 @@ async def _note_views(
         PendingNoteView(
             note_model(
                 n,
-                held_by_budget=why is not None and why.refused is None,
+                held_by_budget=why is not None and why.held,
                 issue_refused=why.refused if why is not None else None,
             ),
             n.case_id or "—",
@@ -60,15 +62,16 @@ async def _note_views(
 
 @dataclass(frozen=True)
 class Unissued:
-    """Why an approved note was not issued: held by the daily limit (`refused` None), or refused at issue."""
+    """Why an approved note was not issued yet: refused at issue (`refused`, why), held by the daily limit
+    (`held`, approvals.holds), or neither: today's room takes it and the next sweep issues it."""
 
     refused: str | None
+    held: bool
 
 
-async def unissued_notes(engine: AsyncEngine) -> list[tuple[Note, Unissued]]:
-    """Approved notes never issued whose cases wait (held by the daily limit) or escalated (refused at
-    issue): both wait for room or for a person, and an approver may cancel either
-    (agent.graph.state.never_issued). Oldest first."""
+async def unissued_notes(engine: AsyncEngine, settings: ApprovalSettings) -> list[tuple[Note, Unissued]]:
+    """Approved notes never issued whose cases wait (for room under the daily limit, or for the sweep that
+    issues them) or escalated (refused at issue: they wait for a person). Oldest first."""
     notes, cases = schema.credit_notes.c, schema.cases.c
     async with reading(engine) as conn:
         rows = (
@@ -84,8 +87,11 @@ async def unissued_notes(engine: AsyncEngine) -> list[tuple[Note, Unissued]]:
         ).all()
         found = []
         for note_id, status, reason in rows:
-            refused = (reason or "issuing it was refused") if status == CaseStatus.ESCALATED else None
-            found.append((await queries.view_in(conn, note_id), Unissued(refused)))
+            note = await queries.view_in(conn, note_id)
+            waits = status == CaseStatus.AWAITING_APPROVAL
+            held = await held_by_daily_limit(conn, note, case_waits=waits, settings=settings)
+            refused = None if waits else (reason or "issuing it was refused")
+            found.append((note, Unissued(refused, held)))
         return found
 
 

@@ -4,6 +4,7 @@ issued — held by the daily credit limit, or refused at issue (its case escalat
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -19,7 +20,11 @@ from bot.cards import (
     REJECT_REASON_ACTION_ID,
     REJECT_REASON_BLOCK_ID,
 )
+from bot.flows.chores import sweep
+from bot.flows.operations import execute
 from bot.flows.show import show_case_result
+from bot.grammar import ListNotes
+from bot.presenters.approver import waiting_for
 from bot.server import RunningBot, running_bot
 from bot.slack_testing import SignedClient, SlackRecorder
 from bot.slack_testing import payloads as p
@@ -295,3 +300,84 @@ async def test_an_approvers_home_shows_held_notes_with_cancel_and_todays_room_un
     (cancel,) = [e for b in home["blocks"] if b["type"] == "actions" for e in b["elements"]]
     assert cancel["action_id"] == CANCEL_ACTION_ID and cancel["value"] == opened.credit_note_id
     assert opened.credit_note_id in cancel["confirm"]["text"]["text"]
+
+
+async def test_card_home_list_and_sweep_agree_on_which_approved_notes_the_daily_limit_holds(
+    slack: SlackRecorder, tight: tuple[RunningBot, SignedClient]
+) -> None:
+    """One meaning of "held" (approvals.holds): issuing the note now would pass today's limit. A note whose
+    case still waits but that today's room would take is not held anywhere: no Cancel, not on the hold
+    limit's list, and the sweep issues it."""
+    bot, client = tight
+    service = bot.runtime.service
+    earlier = await open_case(slack, client, bot, scenario(EARLIER))
+    await click(client, bot, snapshot(card_of(slack, earlier)), ALICE, APPROVE_ACTION_ID)
+    opened = await approved_note(slack, client, bot)  # 26.02 issued today + 174.90 > 190.00
+    note_id = opened.credit_note_id
+    assert note_id is not None
+
+    async def home_of_an_approver() -> tuple[str, list[str]]:
+        assert (await client.send(p.app_home_opened(user=CAROL))).status == 200
+        await bot.settled()
+        home = slack.home(CAROL)
+        assert home is not None
+        assert_valid_view(home)
+        cancels = [
+            e["value"]
+            for b in home["blocks"]
+            if b["type"] == "actions"
+            for e in b["elements"]
+            if e["action_id"] == CANCEL_ACTION_ID
+        ]
+        return all_text(home["blocks"]), cancels
+
+    async def listed() -> dict[str, Any]:
+        """`billsleuth list --json`'s entry for the note (the CLI's door, which does not sweep first)."""
+        notes = (await execute(service, ListNotes())).payload["credit_notes"]
+        (entry,) = [n for n in notes if n["id"] == note_id]
+        return dict(entry)
+
+    async def cancelled_by_the_hold_limit() -> list[str]:
+        eight_days_on = datetime.now(UTC) + timedelta(days=8)
+        held, refused = await service.held_too_long(await service.settings_in_force(), eight_days_on)
+        assert refused == {}
+        return held
+
+    async def card() -> Any:
+        await show_case_result(bot.runtime, await service.show_case(opened.case_id))  # drawn as it is now
+        return card_of(slack, opened)
+
+    # Held: issuing it today would pass the limit. Every door says so, and offers Cancel.
+    held_card = await card()
+    assert "held: issuing it today would pass the daily credit limit" in all_text(held_card.blocks)
+    assert buttons(held_card) == ["Cancel"]
+    words, cancels = await home_of_an_approver()
+    assert note_id in words and "Held by the daily credit limit" in words and cancels == [note_id]
+    entry = await listed()
+    assert entry["held_by_daily_limit"] is True
+    assert waiting_for(entry) == "approved, held by the daily credit limit"
+    assert await cancelled_by_the_hold_limit() == [note_id]
+
+    # The UTC day turns over (the earlier note was issued yesterday): its case still waits, but today's
+    # room takes it. Nothing calls it held, nothing offers Cancel, and the hold limit does not end it.
+    async with service.engine.begin() as conn:
+        await conn.execute(
+            schema.credit_notes.update()
+            .where(schema.credit_notes.c.id == earlier.credit_note_id)
+            .values(issued_at=schema.credit_notes.c.issued_at - timedelta(days=1))
+        )
+    assert (await service.show_case(opened.case_id))["status"] == "awaiting_approval"
+    room_card = await card()
+    assert "held" not in all_text(room_card.blocks) and "issuing now" in all_text(room_card.blocks)
+    assert buttons(room_card) == []
+    words, cancels = await home_of_an_approver()
+    assert note_id in words and "Held by the daily credit limit" not in words and cancels == []
+    entry = await listed()
+    assert entry["held_by_daily_limit"] is False and entry["issue_refused"] is None
+    assert waiting_for(entry).startswith("approved, not held: today's limit has room for it")
+    assert await cancelled_by_the_hold_limit() == []
+
+    # The sweep agrees: it issues the note rather than keeping or cancelling it.
+    await sweep(bot.runtime)
+    assert await note_status(bot, opened) == "issued"
+    assert "Issued" in all_text(card_of(slack, opened).blocks)
