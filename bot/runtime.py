@@ -1,5 +1,5 @@
 """The context every flow receives: the CaseService, the Slack client, where slow work runs, and who may
-do what. The server builds one per process (bot/server.py) and puts it in Bolt's context, where listeners
+do what. The server builds one per process (bot/server/) and puts it in Bolt's context, where listeners
 find it with `runtime_of(context)`.
 
 Nothing here wires Slack or runs chores; the bot's own SQL lives in bot/store.py.
@@ -40,7 +40,7 @@ class BackgroundWork:
     """Slow work a listener starts after its ack: held until done, failures logged, drained at exit.
 
     Bolt keeps no reference to the listener futures it starts, and asyncio holds tasks only weakly, so
-    anything that must outlive the ack is started here (see bot/server.py's module docstring)."""
+    anything that must outlive the ack is started here (see bot/server/app.py's module docstring)."""
 
     def __init__(self) -> None:
         self._tasks: set[asyncio.Task[Any]] = set()

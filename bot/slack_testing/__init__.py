@@ -3,13 +3,8 @@ delivers them. Production code: `billsleuth demo` drives the real Bolt app with 
 
 from bot.slack_testing.client import Delivery, SignedClient, deliver
 from bot.slack_testing.payloads import DEMO, Workspace, sign, signature
-from bot.slack_testing.recorder import (
-    EphemeralMessage,
-    RecordedCall,
-    SlackRecorder,
-    StoredMessage,
-    StoredView,
-)
+from bot.slack_testing.recorder import SlackRecorder
+from bot.slack_testing.slack_objects import EphemeralMessage, RecordedCall, StoredMessage, StoredView
 
 __all__ = [
     "DEMO",
