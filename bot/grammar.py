@@ -14,9 +14,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from agent.cases.intake import quoted_customer_ids
+
 # ---- requests: what people ask for, whichever door they use ----------------------------------------------
 
-CUSTOMER_ID = re.compile(r"^C-\d{4,6}$")
 CREDIT_NOTE_ID = re.compile(r"^CN-\d{4,}$")
 CASE_ID = re.compile(r"^CASE-\d{4,}$")
 # A vote on a draft (approve, reject), or the end of an approved note that was never issued (cancel).
@@ -79,7 +80,7 @@ def check_customer_id(value: str) -> str:
     """A customer id as the ledger writes it, any shape (C-0007, cus_8f3aQz): whether the ledger holds it
     is the case's to find out. Seed 002's ids are read in any case (c-0007 is C-0007)."""
     value = value.strip()
-    if CUSTOMER_ID.match(value.upper()):
+    if quoted_customer_ids(value) == [value.upper()]:  # the word is one id, as the ledger writes it
         return value.upper()
     if not value or len(value) > MAX_ID or any(c.isspace() for c in value):
         shown = value if len(value) <= 40 else value[:40] + "…"
@@ -127,8 +128,8 @@ HELP_TEXT = "\n".join(
 
 # `<@U0BILLSLTH>` or `<@U0BILLSLTH|billsleuth>`: how Slack writes a user mention in message text.
 _MENTION = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
-_LEADING_CUSTOMER_ID = re.compile(r"^\s*(C-\d{4,6})\b[\s:,.;—-]*", re.IGNORECASE)
-_ANY_CUSTOMER_ID = re.compile(r"\bC-\d{4,6}\b", re.IGNORECASE)
+# What may stand between a leading customer id and the customer's words: "C-0007: charged twice".
+_AFTER_LEADING_ID = r"(?![\w-])[\s:,.;—-]*"
 
 
 @dataclass(frozen=True)
@@ -222,11 +223,11 @@ def parse_mention(text: str, bot_user_id: str | None = None) -> Mention:
     The customer id is the leading word after the mention; an id written further on in the words
     ("customer C-0007 says …") counts too, and the words are then kept as they are."""
     words = strip_bot_mention(text, bot_user_id)
-    leading = _LEADING_CUSTOMER_ID.match(words)
-    if leading:
-        return Mention(leading.group(1).upper(), words[leading.end() :].strip())
-    anywhere = _ANY_CUSTOMER_ID.search(words)
-    return Mention(anywhere.group(0).upper() if anywhere else None, words.strip())
+    quoted = quoted_customer_ids(words)
+    if not quoted:
+        return Mention(None, words.strip())
+    leading = re.match(rf"\s*{re.escape(quoted[0])}{_AFTER_LEADING_ID}", words, re.IGNORECASE)
+    return Mention(quoted[0], words[leading.end() :].strip() if leading else words.strip())
 
 
 def strip_bot_mention(text: str, bot_user_id: str | None) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import Row, Select, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from agent.cases.intake import AMOUNT, id_candidates, quoted_ids
+from agent.cases.intake import AMOUNT, id_candidates, quoted_customer_ids
 from engine import schema
 from engine.db import reading
 
@@ -69,7 +69,7 @@ async def customers_quoted(conn: AsyncConnection, text: str) -> list[Candidate]:
     lowered = [word.lower() for word in words]
     query = _candidates().where(or_(customers.id.in_(words), func.lower(customers.id).in_(lowered)))
     found = {row.id: _candidate(row) for row in await conn.execute(query)}
-    return [found[customer_id] for customer_id in quoted_ids(text, found)]
+    return [found[customer_id] for customer_id in quoted_customer_ids(text, found)]
 
 
 async def find_customer(engine: AsyncEngine, text: str) -> CustomerMatch:

@@ -12,9 +12,9 @@ from decimal import Decimal
 from agent import i18n
 from agent.language import Detected, Language, detect
 
-# Seed 002's customer ids (C-0007): only to tell that a generated complaint quotes none. Intake itself
-# recognises an id by finding it in the ledger (quoted_ids), whatever its shape.
-CUSTOMER_ID = re.compile(r"\bC-(\d{4,6})\b", re.IGNORECASE | re.ASCII)
+# Seed 002's customer ids (C-0007, c-0007): what a customer id looks like where no ledger is asked (the
+# bot's grammar, before any lookup). Intake itself recognises an id by finding it in the ledger.
+SEED_CUSTOMER_ID = re.compile(r"C-\d{4,6}", re.IGNORECASE | re.ASCII)
 # A word, as far as an id can be one: what stands between spaces and the punctuation around words (not
 # the - _ . / # : inside ids). Inside Chinese, written without spaces ("客户C-0007说扣了174.90美元"), an
 # id is a run of ASCII letters, digits and those marks.
@@ -133,6 +133,17 @@ def quoted_ids(text: str, known: Iterable[str]) -> list[str]:
         elif len(same := folded.get(word.casefold(), [])) == 1:
             quoted.append(same[0])
     return list(dict.fromkeys(quoted))
+
+
+def quoted_customer_ids(text: str, ledger_ids: Iterable[str] | None = None) -> list[str]:
+    """The one place a message's customer ids are recognised: those the text quotes, in the order it quotes
+    them, each once. With `ledger_ids` (the ledger's own, whatever their shape: agent.cases.customers
+    looks the words up) the ones the ledger holds; without, the words shaped like seed 002's ids (C-0007,
+    in any case, also between ideographs: "客户C-0007说"), upper-cased as the ledger writes them."""
+    if ledger_ids is not None:
+        return quoted_ids(text, ledger_ids)
+    shaped = (word.upper() for word in id_candidates(text) if SEED_CUSTOMER_ID.fullmatch(word))
+    return list(dict.fromkeys(shaped))
 
 
 def parse_complaint(text: str, names: Iterable[str] = (), invoice_ids: Iterable[str] = ()) -> Complaint:

@@ -116,6 +116,16 @@ def test_a_mention_gives_the_customer_id_and_the_words() -> None:
     assert parse_mention(f"<@{bot}> they were charged twice", bot).customer_id is None
 
 
+def test_a_mention_in_chinese_names_the_customer_inside_its_words() -> None:
+    """Chinese runs words together: the id between ideographs is still the customer's, as intake reads it."""
+    bot = "U0BILLSLTH"
+    said = "客户C-0007说扣了174.90美元"
+    found = parse_mention(f"<@{bot}> {said}", bot)
+    assert (found.customer_id, found.words) == ("C-0007", said)
+    assert parse_mention(f"<@{bot}> C-0007—charged twice", bot).words == "charged twice"
+    assert parse_mention(f"<@{bot}> C-0007-05 was charged twice", bot).customer_id is None
+
+
 # ---- the slash command -------------------------------------------------------------------------------------
 
 
