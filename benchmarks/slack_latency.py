@@ -36,7 +36,8 @@ from bot.slack_testing import payloads as p
 from bot.slack_testing.processes import free_port, wait_until_serving
 from engine import migrate
 from engine.db import database_url, embedded, with_database
-from scenarios.generator import DEFAULT_SEED, generate
+from scenarios.dataset import generate
+from scenarios.generator import DEFAULT_SEED
 from scenarios.seed import seed_database
 
 ACK_P99_GOAL_MS = 100.0  # issue 15: the two-process burst

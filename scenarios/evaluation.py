@@ -45,6 +45,7 @@ from scenarios.eval_metrics import (
 )
 from scenarios.eval_scratch import ScratchServer
 from scenarios.generator import DEFAULT_SCENARIOS_DIR, DEFAULT_SEED
+from scenarios.languages import in_language
 
 CONCURRENT_CASES = 8
 REQUESTER = "eval"
@@ -397,8 +398,6 @@ def _language_run(
     settings: ApprovalSettings,
     say: Progress,
 ) -> list[Run]:
-    from scenarios.languages import in_language
-
     target = scratch.clone(base, f"lang_{language.lower()}")
     said = [in_language(s, language) for s in scenarios]
     say(f"in {language}: {len(said)} cases ({configuration.investigator})")

@@ -1,5 +1,5 @@
 """The scenarios after the first 100 (S101…, customers C-0101…): what one complaint about one faulty
-invoice cannot test. Generated for any seed, like the 100, and appended to them by generator.generate.
+invoice cannot test. Generated for any seed, like the 100, and appended to them by dataset.generate.
 
 - two_faults: two overcharges on different invoices; the complaint names one. The truth is that one, and
   the other is in `other_findings`.

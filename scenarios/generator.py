@@ -1,5 +1,6 @@
-"""The benchmark: 100 billing disputes, 80 with a fault and 20 where the bill is right, then the kinds
-that go beyond one complaint about one invoice (scenarios/extra_kinds.py: S101 on).
+"""The benchmark's first 100 billing disputes, 80 with a fault and 20 where the bill is right (the kinds
+that go beyond one complaint about one invoice build on them: scenarios/extra_kinds.py, S101 on; the whole
+dataset and its files: scenarios/dataset.py).
 
 Each scenario is one customer with one subscription. Its correct ledger comes from the reference engine;
 then one fault is injected (or none), the customer pays what the invoices say, and a complaint is written
@@ -7,17 +8,14 @@ from templates. Everything is drawn from seeded random generators, so a seed alw
 dataset; DEFAULT_SEED reproduces seed 002's dataset figure for figure (its S001 is C-0001,
 cancel_not_respected, 174.90).
 
-Pure: no database, no files (except write_scenario_files, which the seeder and `python -m` use).
-
-    python -m scenarios.generator [DIR]    # rewrite the committed default files (or DIR) without a database
+Pure: no database, no files.
 """
 
 from __future__ import annotations
 
 import json
 import random
-import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -346,37 +344,5 @@ def base_scenarios(seed: int = DEFAULT_SEED) -> list[Scenario]:
     return scenarios
 
 
-def generate(seed: int = DEFAULT_SEED) -> list[Scenario]:
-    """The whole dataset for a seed: the first 100, then the extra kinds (S101…, customers C-0101…)."""
-    # Imported here: the extra kinds build on this module's ledgers and complaints.
-    from scenarios.extra_kinds import extra_scenarios
-
-    return base_scenarios(seed) + extra_scenarios(seed)
-
-
 def scenario_json(scenario: Scenario) -> str:
     return json.dumps(scenario.to_json(), ensure_ascii=False, indent=2) + "\n"
-
-
-def write_scenario_files(directory: Path, scenarios: Iterable[Scenario]) -> list[Path]:
-    """Replace the S*.json files in a directory with these scenarios' files."""
-    directory.mkdir(parents=True, exist_ok=True)
-    for stale in directory.glob("S*.json"):
-        stale.unlink()
-    written = []
-    for scenario in scenarios:
-        path = directory / f"{scenario.id}.json"
-        path.write_text(scenario_json(scenario), encoding="utf-8")
-        written.append(path)
-    return written
-
-
-def main(argv: list[str]) -> int:
-    directory = Path(argv[0]) if argv else DEFAULT_SCENARIOS_DIR
-    written = write_scenario_files(directory, generate(DEFAULT_SEED))
-    print(f"wrote {len(written)} scenario files (seed {DEFAULT_SEED}) to {directory}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

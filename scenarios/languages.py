@@ -13,14 +13,11 @@ import re
 from dataclasses import replace
 from datetime import date
 from decimal import Decimal
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar
 
 from agent.cases.intake import Complaint, parse_complaint
 from agent.i18n import LOCALES
 from agent.language import Language, detect
-
-if TYPE_CHECKING:
-    from scenarios.evaluation import ScenarioFile
 
 EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+", re.ASCII)
 # How the generator signs a complaint with the customer's name (scenarios/extra_kinds.NAME_SIGN_OFFS).
@@ -122,7 +119,17 @@ INVOICE_NAMED = {
 }
 
 
-def in_language(scenario: ScenarioFile, language: Language) -> ScenarioFile:
+class SaysAComplaint(Protocol):
+    """A scenario as in_language reads it (evaluation's ScenarioFile): a dataclass, so it can be copied."""
+
+    question: str
+    named_by: str | None
+
+
+Said = TypeVar("Said", bound=SaysAComplaint)
+
+
+def in_language(scenario: Said, language: Language) -> Said:
     """The scenario with its complaint said in `language` (the original when it is already in it)."""
     if detect(scenario.question).language == language:
         return scenario

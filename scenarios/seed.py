@@ -31,9 +31,10 @@ from approvals import activity
 from approvals.identity import os_account
 from engine import schema as t
 from engine.db import create_engine
+from scenarios.dataset import generate, write_scenario_files
 from scenarios.extra_kinds import EXTRA_VARIANTS
 from scenarios.faults import INJECTORS
-from scenarios.generator import AS_OF, BENIGN_KINDS, DEFAULT_SEED, Scenario, generate, write_scenario_files
+from scenarios.generator import AS_OF, BENIGN_KINDS, DEFAULT_SEED, Scenario
 from scenarios.store import load_dataset
 
 SEEDED_BY = "billsleuth"

@@ -13,8 +13,9 @@ import pytest
 
 from agent.auditor.run import audit_all
 from engine.money import fmt
+from scenarios.dataset import generate
 from scenarios.extra_kinds import SCENARIOS_PER_SEED
-from scenarios.generator import DEFAULT_SEED, generate
+from scenarios.generator import DEFAULT_SEED
 from tests import cli
 from tests.cli import Done
 

@@ -39,7 +39,8 @@ from bot.cards.models import CreditNoteView as CardNote
 from engine import schema as t
 from engine.db import create_engine
 from engine.money import expressible, fmt_amount, minor_unit
-from scenarios.generator import DEFAULT_SEED, generate
+from scenarios.dataset import generate
+from scenarios.generator import DEFAULT_SEED
 from tests import cli
 from tests.cli import Done
 

@@ -29,10 +29,11 @@ from agent.graph.configuration import Configuration
 from approvals.config import ApprovalSettings
 from bot.cli import main as cli
 from engine.db import with_database
+from scenarios.dataset import generate
 from scenarios.eval_scratch import leftover_scratch_databases
 from scenarios.evaluation import Run, ScenarioFile
 from scenarios.extra_kinds import EXTRA_VARIANTS, PER_VARIANT, SCENARIOS_PER_SEED
-from scenarios.generator import DEFAULT_SCENARIOS_DIR, DEFAULT_SEED, generate
+from scenarios.generator import DEFAULT_SCENARIOS_DIR, DEFAULT_SEED
 from scenarios.seed import seed_database
 from tests.openai_stub import Delay, OpenAIStub, call
 from tests.pg import admin_execute, clone_database, database_name, drop_database

@@ -20,6 +20,7 @@ from engine.billing import build_invoices
 from engine.model import CustomerLedger, PriceBook
 from engine.money import ZERO, money, total
 from engine.pricebook import COUPONS, PLANS, TAX_RATES
+from scenarios.dataset import generate
 from scenarios.extra_kinds import (
     EXTRA_VARIANTS,
     FIRST_INDEX,
@@ -29,7 +30,7 @@ from scenarios.extra_kinds import (
     make_extra_scenario,
 )
 from scenarios.faults import INJECTORS, ScenarioLedger
-from scenarios.generator import AS_OF, DEFAULT_SCENARIOS_DIR, DEFAULT_SEED, Scenario, generate, scenario_json
+from scenarios.generator import AS_OF, DEFAULT_SCENARIOS_DIR, DEFAULT_SEED, Scenario, scenario_json
 from scenarios.store import contact_email, ledger_rows
 
 SEEDS = [DEFAULT_SEED, 1, 2, 3, 42, 2024]

@@ -15,6 +15,7 @@ import pytest
 from engine.billing import build_invoices, local_date
 from engine.money import ZERO, fmt, money, total
 from engine.pricebook import COUPONS, PLANS, TAX_RATES
+from scenarios.dataset import generate, write_scenario_files
 from scenarios.extra_kinds import SCENARIOS_PER_SEED
 from scenarios.faults import INJECTORS, ScenarioLedger, Truth
 from scenarios.generator import (
@@ -24,11 +25,9 @@ from scenarios.generator import (
     DEFAULT_SEED,
     MONTH_NAMES,
     base_scenarios,
-    generate,
     make_scenario,
     scenario_json,
     scenario_kinds,
-    write_scenario_files,
 )
 
 DEFAULT_CASES = list(enumerate(scenario_kinds(DEFAULT_SEED), start=1))

@@ -19,8 +19,9 @@ from engine import schema as t
 from engine.db import create_engine
 from engine.diff import check_ledger
 from engine.ledger import load_ledgers, load_price_book
+from scenarios.dataset import generate
 from scenarios.extra_kinds import SCENARIOS_PER_SEED
-from scenarios.generator import AS_OF, DEFAULT_SCENARIOS_DIR, DEFAULT_SEED, generate
+from scenarios.generator import AS_OF, DEFAULT_SCENARIOS_DIR, DEFAULT_SEED
 from scenarios.seed import ForeignDatabaseError, ReseedRefused, seed_database
 from scenarios.store import subscription_snapshot
 

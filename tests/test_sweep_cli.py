@@ -13,7 +13,8 @@ from sqlalchemy import func, select
 from bot.slack_testing import SlackRecorder
 from engine import schema
 from engine.db import create_engine
-from scenarios.generator import DEFAULT_SEED, generate
+from scenarios.dataset import generate
+from scenarios.generator import DEFAULT_SEED
 from tests import cli
 from tests.cli import Done, billsleuth_async
 from tests.test_audit_cli import BILLSLEUTH, as_rows, billsleuth, injected
