@@ -1,5 +1,5 @@
-"""The `billsleuth` command. Parsers only import argparse; each command imports its heavy modules lazily,
-so `billsleuth --help` and `dry-run` start in well under a second."""
+"""The `billsleuth` command. Parsers import argparse and the standard library; each command imports its
+heavy third-party modules lazily, so `billsleuth --help` and `dry-run` start in well under a second."""
 
 from __future__ import annotations
 

@@ -8,6 +8,10 @@ client only when it posts.
 from __future__ import annotations
 
 import argparse
+import asyncio
+import csv
+import json
+import sys
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
@@ -122,8 +126,6 @@ def parse_since(raw: str | None) -> date | None:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    import asyncio
-
     from bot.cli.common import ready_database
 
     since = parse_since(args.since)  # before touching the database: bad input changes nothing
@@ -133,10 +135,6 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 async def _export(url: str, since: date | None, fmt: str) -> None:
-    import csv
-    import json
-    import sys
-
     from approvals.activity import EXPORT_COLUMNS, export_rows
     from bot.cli.common import dumps
     from engine.db import create_engine

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import gc
 
 from bot.cli.common import CommandError
 
@@ -27,15 +29,11 @@ def freeze_the_startup_heap() -> None:
     them: before, one such pass came in the middle of a 60-mention burst and stopped each process's event
     loop for 90-150 ms, acks included. Done here, in the process `billsleuth bot` starts, not in
     open_runtime: a test process starts many bots, and what it froze would never be collected."""
-    import gc
-
     gc.collect()
     gc.freeze()
 
 
 def run(args: argparse.Namespace) -> int:
-    import asyncio
-
     from agent.database import SchemaNotReady
     from agent.graph.configuration import Configuration
     from approvals.config import ApprovalSettings

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from dataclasses import replace
+from decimal import Decimal
 from typing import Any
 
 from bot.cli.common import CommandError, cli_source, run_operation
@@ -66,8 +67,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def money_text(note: dict[str, Any]) -> str:
     """A note's amount with its currency, "123.60 USD" or "12000 JPY" (JSON keeps the two-decimal string)."""
-    from decimal import Decimal
-
     from engine.money import fmt_amount
 
     return fmt_amount(Decimal(note["amount"]), note["currency"])

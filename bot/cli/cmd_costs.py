@@ -9,6 +9,7 @@ agent.model.budget only, no LangGraph, OpenAI or Slack.
 from __future__ import annotations
 
 import argparse
+from decimal import Decimal
 from typing import Any
 
 from bot.cli.common import CommandError, on_database
@@ -68,8 +69,6 @@ def render_costs(report: dict[str, Any]) -> str:
 
 
 def _decimal(text: str) -> Any:
-    from decimal import Decimal
-
     return Decimal(text)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -13,8 +14,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_upgrade(args: argparse.Namespace) -> int:
-    import asyncio
-
     from agent.database import SchemaNotReady, upgrade_all
     from bot.cli.common import CommandError
     from engine import migrate

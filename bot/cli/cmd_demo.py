@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -16,9 +18,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import asyncio
-    import json
-
     from agent.database import SchemaNotReady, upgrade_all
     from approvals.identity import os_account
     from bot.cli.common import CommandError

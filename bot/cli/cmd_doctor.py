@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -11,8 +12,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import asyncio
-
     from bot.doctor import run_checks
 
     checks = asyncio.run(run_checks())

@@ -8,6 +8,7 @@ count) and the exit is 2 with nothing written.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 from typing import Any
 
@@ -54,8 +55,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_import(args: argparse.Namespace) -> int:
-    import asyncio
-
     from approvals.identity import os_account
     from approvals.ledger_import import LedgerRejected, import_ledger
     from bot.cli.common import print_json, ready_database

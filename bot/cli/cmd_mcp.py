@@ -8,6 +8,7 @@ bearer token BILLSLEUTH_MCP_TOKEN and refuses to start without one.
 from __future__ import annotations
 
 import argparse
+import asyncio
 
 from bot.cli.common import CommandError
 
@@ -33,8 +34,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import asyncio
-
     from agent.mcp_server import (
         McpSettings,
         NoToken,

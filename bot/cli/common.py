@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from decimal import Decimal
@@ -46,9 +48,6 @@ def ready_database() -> str:
     """The database URL the runtime uses once the schema and checkpoint tables are current (every command
     but the owner's starts here): DATABASE_URL, checked, refusing in one line; on the embedded server its
     runtime login, after upgrading as the owner when behind."""
-    import asyncio
-    import os
-
     from agent.database import SchemaNotReady, ensure_ready
 
     # DATABASE_URL as engine.db.DatabaseSettings takes it (blank is unset), without importing pydantic
@@ -71,8 +70,6 @@ def ready_owner_database(command: str | None) -> str:
     server's) once the schema is current. For a `command` that rebuilds the dataset, a login that does
     not own the schema is refused in one line before anything is written (None: `eval`, which only reads
     the source and creates its own scratch databases)."""
-    import asyncio
-
     import psycopg
 
     from agent.database import SchemaNotReady, ensure_ready, require_owner
@@ -97,8 +94,6 @@ def ready_owner_database(command: str | None) -> str:
 def on_database(work: Callable[[Any], Awaitable[T]]) -> T:
     """Run `work(engine)` on the ready database, the engine disposed of after. A setting that cannot be
     read (say, a stored policy value someone broke by hand) is a one-line error."""
-    import asyncio
-
     from engine.db import create_engine
     from engine.settings import SettingsError
 
@@ -129,8 +124,6 @@ def warn_policy_differences(differences: Sequence[Any]) -> None:
 
 def run_operation(request: object, *, as_json: bool, render: object = None) -> int:
     """Run one bot.grammar request against the ready database and print its result."""
-    import asyncio
-
     from agent.cases.service import COMMAND, case_service
     from bot.flows.operations import execute
     from bot.grammar import OperationError
