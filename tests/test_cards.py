@@ -47,10 +47,10 @@ from bot.cards.limits import (
     truncate,
 )
 from bot.cards.models import (
+    CardNote,
     CaseSummaryView,
     ConclusionView,
     CreditNoteCardView,
-    CreditNoteView,
     CustomerView,
     DecisionView,
     ExplanationView,
@@ -74,10 +74,8 @@ EXPIRES = datetime(2026, 12, 3, 9, 30, tzinfo=UTC)
 CUSTOMER = CustomerView("C-0007", "Acme & <Sons>", "USD")
 
 
-def note(
-    status: str = "draft", approvals: int = 0, needed: int = 1, amount: str = "123.60"
-) -> CreditNoteView:
-    return CreditNoteView(
+def note(status: str = "draft", approvals: int = 0, needed: int = 1, amount: str = "123.60") -> CardNote:
+    return CardNote(
         "CN-0001", "INV-0007-05", D(amount), "Charged twice for May", status, approvals, needed, EXPIRES
     )  # type: ignore[arg-type]
 

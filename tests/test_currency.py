@@ -34,8 +34,7 @@ from approvals import (
 from approvals.holds import fits_a_day, held_by_daily_limit
 from approvals.policy import approvals_needed
 from bot.cards import credit_note_card
-from bot.cards.models import ConclusionView, CreditNoteCardView, CustomerView, RecomputationView
-from bot.cards.models import CreditNoteView as CardNote
+from bot.cards.models import CardNote, ConclusionView, CreditNoteCardView, CustomerView, RecomputationView
 from engine import schema as t
 from engine.db import create_engine
 from engine.money import expressible, fmt_amount, minor_unit

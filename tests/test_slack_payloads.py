@@ -31,9 +31,9 @@ from bot.cards import (
     reject_reason_modal,
 )
 from bot.cards.models import (
+    CardNote,
     ConclusionView,
     CreditNoteCardView,
-    CreditNoteView,
     CustomerView,
     DecisionView,
     HomeView,
@@ -50,7 +50,7 @@ SECRET = "c4ca4238a0b923820dcc509a6f75849b"
 CHANNEL = "C0CASES"
 D = Decimal
 CUSTOMER = CustomerView("C-0007", "Acme", "USD")
-NOTE = CreditNoteView(
+NOTE = CardNote(
     "CN-0001", "INV-0007-05", D("123.60"), "Charged twice", "draft", 0, 1, datetime(2026, 12, 3, tzinfo=UTC)
 )
 CARD = CreditNoteCardView(

@@ -3,6 +3,7 @@ plain dicts (a `Message` for chat.postMessage / chat.update, a view dict for vie
 already checked against Slack's limits."""
 
 from bot.cards.credit_note import approvals_line, credit_note_card
+from bot.cards.customer_reply import customer_reply_message
 from bot.cards.explanation import explanation_message
 from bot.cards.home import home_view
 from bot.cards.ids import (
@@ -26,13 +27,8 @@ from bot.cards.investigate_modal import (
     read_investigate_submission,
 )
 from bot.cards.limits import CardLimitError, check_blocks
-from bot.cards.notices import (
-    already_decided_message,
-    customer_reply_message,
-    refusal_message,
-    stale_card_message,
-)
 from bot.cards.progress import progress_message
+from bot.cards.refusals import already_decided_message, refusal_message, stale_card_message
 from bot.cards.reject_modal import (
     read_reason_submission,
     read_reject_submission,

@@ -41,9 +41,9 @@ from bot.cards.ids import (
 )
 from bot.cards.limits import CARD_BLOCKS_JSON_BUDGET, check_blocks
 from bot.cards.models import (
+    CardNote,
     ConclusionView,
     CreditNoteCardView,
-    CreditNoteView,
     DecisionView,
     LineDiffView,
     Message,
@@ -70,7 +70,7 @@ TRAIL_CALLS, TRAIL_CHARS = 20, 1400
 DECISION_ROWS, DECISION_CHARS = 6, 1500
 
 
-def approvals_line(note: CreditNoteView) -> str:
+def approvals_line(note: CardNote) -> str:
     """The exact words the outside checks look for: `Approvals: 1 of 2`."""
     return f"Approvals: {note.approvals} of {note.needed}"
 
@@ -126,7 +126,7 @@ def credit_note_card(view: CreditNoteCardView) -> Message:
     return Message(text=_fallback(note, currency), blocks=blocks)
 
 
-def vote_buttons(note: CreditNoteView, currency: str) -> list[dict[str, object]]:
+def vote_buttons(note: CardNote, currency: str) -> list[dict[str, object]]:
     """Approve and Reject, each asking "are you sure?" with the note id and amount (the card and Home)."""
     what = f"{note.id} for {amount(note.amount, currency)} on {note.invoice_id}"
     return [
@@ -155,7 +155,7 @@ def vote_buttons(note: CreditNoteView, currency: str) -> list[dict[str, object]]
     ]
 
 
-def request_changes_button(note: CreditNoteView) -> dict[str, object]:
+def request_changes_button(note: CardNote) -> dict[str, object]:
     """Send the note back with a question (a modal asks for it); no confirm: nothing is final yet."""
     return button("Request changes", REQUEST_CHANGES_ACTION_ID, note.id)
 
@@ -181,7 +181,7 @@ def _sent_back_text(sent_back: RoundView, requester: str) -> str:
     )
 
 
-def cancel_button(note: CreditNoteView, currency: str) -> dict[str, object]:
+def cancel_button(note: CardNote, currency: str) -> dict[str, object]:
     """Cancel for an approved note never issued, with its own "are you sure?" (the card and Home)."""
     text = (
         f"Cancel credit note {note.id} for {amount(note.amount, currency)} on {note.invoice_id}? It was "
@@ -201,7 +201,7 @@ def _whose_words(conclusion: ConclusionView) -> str:
     return "_In the auditor's words:_ "
 
 
-def _title(note: CreditNoteView, currency: str) -> str:
+def _title(note: CardNote, currency: str) -> str:
     state = {
         "draft": "waiting for approval",
         "approved": "approved",
@@ -213,7 +213,7 @@ def _title(note: CreditNoteView, currency: str) -> str:
     return f"Credit note {note.id} · {amount(note.amount, currency)} · {state}"
 
 
-def _fallback(note: CreditNoteView, currency: str) -> str:
+def _fallback(note: CardNote, currency: str) -> str:
     return (
         f"Credit note {note.id}: {amount(note.amount, currency)} on {note.invoice_id} "
         f"({note.status}) — {approvals_line(note)}"
@@ -316,7 +316,7 @@ def _trail_text(calls: Sequence[ToolCallView], note_id: str) -> str:
     return text
 
 
-def _note_text(note: CreditNoteView, currency: str) -> str:
+def _note_text(note: CardNote, currency: str) -> str:
     return (
         f"*Credit note {escape(note.id)}*: {amount(note.amount, currency)} on `{escape(note.invoice_id)}`\n"
         f"*Reason:* {clip(note.reason, MAX_REASON)}\n"
@@ -342,7 +342,7 @@ def _decisions_text(decisions: Sequence[DecisionView]) -> str:
     return "\n".join(lines)
 
 
-def _outcome_text(note: CreditNoteView, decisions: Sequence[DecisionView], currency: str) -> str:
+def _outcome_text(note: CardNote, decisions: Sequence[DecisionView], currency: str) -> str:
     approvers = [user(d.user_id) for d in decisions if d.decision == "approve"]
     by = " and ".join(approvers) if approvers else "nobody"
     if note.status == "issued":

@@ -13,11 +13,11 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any, Literal
 
+from approvals.models import NoteStatus
 from engine.diff import InvoiceCheck
 from engine.model import Payment
 from engine.money import money
 
-CreditNoteStatus = Literal["draft", "approved", "issued", "rejected", "expired", "cancelled"]
 DecisionKind = Literal["approve", "reject"]
 StepKind = Literal["tool", "finding", "note", "error"]
 ProgressState = Literal["running", "done", "failed"]
@@ -192,12 +192,15 @@ class ToolCallView:
 
 
 @dataclass(frozen=True)
-class CreditNoteView:
+class CardNote:
+    """A credit note as the cards show it: approvals' CreditNoteView (the one view of a note) cut to what a
+    card draws, plus what the screens add (held by the daily limit, refused at issue, its ledger changed)."""
+
     id: str  # "CN-0001"
     invoice_id: str
     amount: Decimal
     reason: str
-    status: CreditNoteStatus
+    status: NoteStatus
     approvals: int  # approve votes so far
     needed: int  # approve votes required (1, or 2 at or above the threshold)
     expires_at: datetime  # timezone-aware
@@ -247,7 +250,7 @@ class CreditNoteCardView:
     conclusion: ConclusionView
     recompute: RecomputationView
     tool_trail: Sequence[ToolCallView]
-    credit_note: CreditNoteView
+    credit_note: CardNote
     decisions: Sequence[DecisionView] = ()
     revision: int = 0  # bump on every re-render: block_ids change, stale clicks are recognisable
     rounds: Sequence[RoundView] = ()  # the case's notes sent back so far, oldest first
@@ -306,7 +309,7 @@ class RejectModalMetadata:
 
 @dataclass(frozen=True)
 class PendingNoteView:
-    credit_note: CreditNoteView
+    credit_note: CardNote
     case_id: str
     customer: CustomerView
     revision: int = 0
@@ -370,7 +373,7 @@ class ApproverNoticeView:
     expires_at: datetime
     card_link: str | None  # chat.getPermalink of the evidence card; None when the case has no card
     waiting_for: tuple[str, ...]  # Slack ids of the approvers who can still vote
-    status: CreditNoteStatus = "draft"
+    status: NoteStatus = NoteStatus.DRAFT
     approved_by: tuple[str, ...] = ()  # Slack ids, in vote order
     ended_by: str | None = None  # who rejected or cancelled it: a Slack id, or None (BillSleuth itself)
     reason: str = ""  # the reject's or cancel's reason

@@ -18,7 +18,7 @@ from bot.cards.ids import (
     REQUEST_CHANGES_MODAL_CALLBACK_ID,
 )
 from bot.cards.limits import CardLimitError, view_problems
-from bot.cards.models import CreditNoteView, RejectModalMetadata
+from bot.cards.models import CardNote, RejectModalMetadata
 
 REASON_MIN_CHARS = 3
 REASON_MAX_CHARS = 500
@@ -71,9 +71,7 @@ REASON_MODALS = {
 DECISION_OF_CALLBACK = {words.callback_id: decision for decision, words in REASON_MODALS.items()}
 
 
-def reason_modal(
-    decision: str, meta: RejectModalMetadata, note: CreditNoteView, currency: str
-) -> dict[str, Any]:
+def reason_modal(decision: str, meta: RejectModalMetadata, note: CardNote, currency: str) -> dict[str, Any]:
     words = REASON_MODALS[decision]
     view: dict[str, Any] = {
         "type": "modal",
@@ -110,7 +108,7 @@ def reason_modal(
     return view
 
 
-def reject_reason_modal(meta: RejectModalMetadata, note: CreditNoteView, currency: str) -> dict[str, Any]:
+def reject_reason_modal(meta: RejectModalMetadata, note: CardNote, currency: str) -> dict[str, Any]:
     return reason_modal("reject", meta, note, currency)
 
 

@@ -23,7 +23,7 @@ from approvals.models import SLACK_SOURCE, DecisionOutcome, Refused, Rule, Unkno
 from bot.cards import already_decided_message, parse_block_id, reason_modal, stale_card_message
 from bot.cards.models import Message, RejectModalMetadata
 from bot.flows.home import publish_home
-from bot.flows.notify import refusal, tell
+from bot.flows.one_person import refusal, tell
 from bot.flows.show import settle_card
 from bot.identity import sent_by_a_bot
 from bot.presenters.notes import card_revision, customer_of_invoice, note_model

@@ -30,7 +30,7 @@ from bot.cards.digest import (
     read_finding_value,
 )
 from bot.flows.investigate import investigate, tell_not_allowed_to_open
-from bot.flows.notify import tell
+from bot.flows.one_person import tell
 from bot.presenters.digest import digest_view, posted_digest_view
 from bot.runtime import BotRuntime
 from bot.store import CaseRequest

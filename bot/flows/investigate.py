@@ -30,7 +30,7 @@ from bot.cards import (
 from bot.cards.customer_choice import customer_choice_message, customer_chosen_message
 from bot.cards.investigate_modal import CUSTOMER_BLOCK_ID, WORDS_BLOCK_ID
 from bot.cards.models import CandidateView, ProgressView
-from bot.flows.notify import refusal, tell
+from bot.flows.one_person import refusal, tell
 from bot.flows.progress import start_progress
 from bot.flows.rounds import answer_in_thread
 from bot.flows.show import put_case_message, show_case_result

@@ -12,7 +12,7 @@ from agent.cases.service import CaseNotFound
 from agent.graph.prompts import linked_case_question
 from bot import store
 from bot.flows.investigate import investigate, tell_not_allowed_to_open
-from bot.flows.notify import refusal, tell
+from bot.flows.one_person import refusal, tell
 from bot.flows.show import show_case_result
 from bot.runtime import BotRuntime
 from bot.store import CaseRequest, ClaimOutcome

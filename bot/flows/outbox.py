@@ -1,5 +1,5 @@
 """Every change reaches Slack, whoever made it: the bot, the CLI, the sweep, another bot process, psql.
-Approvers are told of the notes waiting for them from here too (bot/flows/notices.py).
+Approvers are told of the notes waiting for them from here too (bot/flows/approver_notices.py).
 
 Triggers write each change of a note or case to the `outbox` table in the transaction that made it, and
 NOTIFY on commit (migration 0006). Here the bot drains it: woken by the notification, or by a poll when
@@ -24,8 +24,9 @@ from agent.cases.service import OPENED_FROM_CLI
 from agent.graph.state import UNFINISHED
 from approvals.ledger_import import LEDGER_CHANGED
 from bot import store
+from bot.flows.approver_notices import remind_approvers, tell_approvers
+from bot.flows.direct_messages import tell_finance_of_budget, tell_requester
 from bot.flows.home import publish_home
-from bot.flows.notices import remind_approvers, tell_approvers, tell_finance_of_budget, tell_requester
 from bot.flows.policy import announce_policy_changes
 from bot.flows.show import redraw_if_behind
 from bot.runtime import BotRuntime

@@ -28,7 +28,7 @@ from approvals.models import Refused, Rule
 from bot.cards.ids import parse_block_id
 from bot.cards.policy import PolicyChangeView, policy_change_card
 from bot.flows.decide import slack_source, team_of
-from bot.flows.notify import refusal, tell
+from bot.flows.one_person import refusal, tell
 from bot.flows.seals import seal_now
 from bot.identity import sent_by_a_bot
 from bot.runtime import BotRuntime

@@ -16,7 +16,7 @@ from agent.graph.state import CaseStatus
 from bot import store
 from bot.cards.models import RoundView
 from bot.cards.rounds import answer_modal
-from bot.flows.notify import refusal, tell
+from bot.flows.one_person import refusal, tell
 from bot.flows.progress import start_progress
 from bot.flows.show import show_case_result
 from bot.grammar import strip_bot_mention

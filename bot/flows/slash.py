@@ -18,7 +18,7 @@ from bot.cards.models import Message
 from bot.flows.chores import sweep
 from bot.flows.decide import decide
 from bot.flows.investigate import investigate
-from bot.flows.notify import refusal
+from bot.flows.one_person import refusal
 from bot.flows.operations import execute
 from bot.grammar import Command, Decide, ListNotes, OpenCase, OperationError, ShowNote
 from bot.presenters.approver import credit_note_card_message, waiting_for

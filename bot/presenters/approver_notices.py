@@ -25,7 +25,7 @@ async def approver_notice_view(
         expires_at=note.expires_at or note.created_at,
         card_link=card_link,
         waiting_for=waiting_for,
-        status=note.status,  # type: ignore[arg-type]
+        status=note.status,
         approved_by=note.approvers,
         # The sweep ends notes as BillSleuth itself, not as a person a message could mention.
         ended_by=ended_by if is_slack_user_id(ended_by or "") else None,

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from approvals.config import is_slack_user_id
 from approvals.models import CreditNoteView as Note
 from approvals.models import NoteStatus, Vote
-from bot.cards.models import CreditNoteView, CustomerView, DecisionView
+from bot.cards.models import CardNote, CustomerView, DecisionView
 from engine import schema
 from engine.db import reading
 
@@ -53,13 +53,13 @@ def note_model(
     held_by_budget: bool = False,
     issue_refused: str | None = None,
     ledger_changed: str | None = None,
-) -> CreditNoteView:
-    return CreditNoteView(
+) -> CardNote:
+    return CardNote(
         id=note.id,
         invoice_id=note.invoice_id,
         amount=note.amount,
         reason=note.reason,
-        status=note.status,  # type: ignore[arg-type]
+        status=note.status,
         approvals=note.approvals,
         needed=note.needed,
         # Drafting always sets it; an old row without one reads as expiring when it was made.

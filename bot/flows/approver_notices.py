@@ -14,12 +14,9 @@ import logging
 from datetime import UTC, datetime
 
 from agent.cases.service import CaseNotFound
-from agent.model import budget
-from agent.model.costs import usd_display
 from approvals import queries
-from approvals.config import is_slack_user_id
-from approvals.models import CLI_SOURCE, NoteStatus
 from approvals.models import CreditNoteView as Note
+from approvals.models import NoteStatus
 from bot import store
 from bot.cards.approver_notices import (
     approver_notice_message,
@@ -27,7 +24,6 @@ from bot.cards.approver_notices import (
     approver_reminder_message,
 )
 from bot.cards.models import ApproverNoticeView, Message
-from bot.cards.notices import model_budget_message, opened_in_your_name_message
 from bot.presenters.approver_notices import approver_notice_view
 from bot.runtime import BotRuntime
 
@@ -45,26 +41,6 @@ async def tell_approvers(runtime: BotRuntime, case_id: str) -> None:
         await _update_decided(runtime, note)
 
 
-async def tell_requester(runtime: BotRuntime, case_id: str) -> bool:
-    """A case opened from the CLI names its requester with --as: tell that Slack user by DM, once, that
-    an OS account opened a case in their name (they may not have asked). True when this call posted it."""
-    try:
-        row = await runtime.service.case_row(case_id)
-    except CaseNotFound:  # a reseed erased it
-        return False
-    opened_from = row.opened_from or ""
-    if not opened_from.startswith(CLI_SOURCE) or not is_slack_user_id(row.requester):
-        return False
-    message = opened_in_your_name_message(
-        case_id, row.customer_id, opened_from[len(CLI_SOURCE) :], row.question
-    )
-    # A failed post gives the claim back, and the outbox keeps the change: the next round retries.
-    async with store.claimed_while(runtime.engine, store.told_requester_key(case_id), case_id) as mine:
-        if mine:
-            await runtime.client.chat_postMessage(channel=row.requester, **message.as_kwargs())
-    return mine
-
-
 async def remind_approvers(runtime: BotRuntime) -> list[str]:
     """Remind the approvers who have not voted on notes past half their approval time. Returns the notes."""
     due = await store.drafts_due_for_reminder(runtime.engine, datetime.now(UTC))
@@ -78,31 +54,6 @@ async def remind_approvers(runtime: BotRuntime) -> list[str]:
         except Exception:
             log.exception("could not remind the approvers of %s", credit_note_id)
     return due
-
-
-async def tell_finance_of_budget(runtime: BotRuntime) -> int:
-    """Each model-budget threshold crossed (80%, 100%) — by this process or any other, a CLI command too —
-    told to finance once: the finance channel, else each approver by DM. An incident is locked while it is
-    told (another bot process skips it) and marked in the same transaction; a failed post leaves it for the
-    next round. Returns how many incidents were told."""
-    told = 0
-    while True:
-        async with runtime.engine.begin() as conn:  # one incident a transaction: a failure redoes only it
-            incident = await budget.claim_incident(conn)
-            if incident is None:
-                return told
-            channel = runtime.slack.finance_channel
-            recipients = (channel,) if channel else tuple(sorted(runtime.approval_settings.approvers))
-            message = model_budget_message(
-                incident.month, incident.threshold, usd_display(incident.limit), usd_display(incident.spent)
-            )
-            for recipient in recipients:
-                await runtime.client.chat_postMessage(channel=recipient, **message.as_kwargs())
-            if not recipients:
-                log.warning("nobody to tell that the model budget for %s crossed %s%%", incident.month,
-                            incident.threshold)  # fmt: skip
-            await budget.mark_notified(conn, incident.id)
-            told += 1
 
 
 async def _post_once(runtime: BotRuntime, note: Note, kind: store.NoticeKind) -> None:
