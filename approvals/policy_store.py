@@ -19,17 +19,30 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import select, text, update
+from sqlalchemy import select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from approvals import activity
 from approvals.config import MODEL_BUDGET, POLICY_VARIABLES, ApprovalSettings, SettingsError
-from approvals.models import Refused, Rule
+from approvals.models import Rule
+from approvals.policy_changes import (
+    APPLIED,
+    APPROVED,
+    PENDING,
+    REJECTED,
+    SUPERSEDED,
+    PolicyChange,
+    PolicyChangeRefused,
+    change_in,
+    change_of,
+    insert_change,
+    mark_change,
+    pending_twin,
+)
 from approvals.policy_direction import split, widens
 from engine import schema as t
 
@@ -46,18 +59,6 @@ BOT_START = "bot start"
 APPLY = "policy apply"
 FIRST_USE = "first use"
 BUDGET_RAISE = "budget raise"
-
-# A policy change's status.
-PENDING = "pending"
-APPROVED = "approved"  # a second person consented in Slack; in force
-REJECTED = "rejected"
-APPLIED = "applied"  # in force at once: it narrows power, or nobody else could consent
-SUPERSEDED = "superseded"  # the policy moved on under it: never applied
-IN_FORCE = (APPROVED, APPLIED)
-
-
-class PolicyChangeRefused(Refused):
-    """A decision on a pending policy change was refused; only the refusal is recorded."""
 
 
 @dataclass(frozen=True)
@@ -78,40 +79,6 @@ class Difference:
 class PolicyInForce:
     settings: ApprovalSettings  # what this process enforces: the stored policy
     differences: tuple[Difference, ...] = ()  # where this process's own environment disagrees with it
-
-
-@dataclass(frozen=True)
-class PolicyChange:
-    """One proposal to change the stored policy (a row of `policy_changes`)."""
-
-    id: int
-    proposed_by: str  # a Slack user id (`budget raise --as`), `cli:<os account>`, or `bot`
-    source: str  # the door: `cli:<os account>` or `bot start`
-    why: str
-    old: dict[str, str]  # the variables it changes, as stored when it was proposed
-    new: dict[str, str]
-    status: str
-    proposed_at: datetime | None = None
-    month: str | None = None  # a `budget raise`: the month whose model-budget limit it sets
-    decided_by: str | None = None
-
-    @property
-    def in_force(self) -> bool:
-        return self.status in IN_FORCE
-
-    def as_json(self) -> dict[str, Any]:
-        """As `policy show --json` lists a pending change (DESIGN §3), plus its status and month."""
-        return {
-            "id": self.id,
-            "proposed_by": self.proposed_by,
-            "proposed_at": self.proposed_at.isoformat() if self.proposed_at else None,
-            "status": self.status,
-            "month": self.month,
-            "changes": [
-                {"variable": name, "stored": self.old.get(name, ""), "proposed": value}
-                for name, value in self.new.items()
-            ],
-        }
 
 
 @dataclass(frozen=True)
@@ -204,12 +171,12 @@ async def propose(
         if narrowing:
             old = {c.variable: c.stored for c in narrowing}
             new = {c.variable: c.proposed for c in narrowing}
-            applied = await _insert(conn, proposer, source, why, old, new, APPLIED)
+            applied = await insert_change(conn, proposer, source, why, old, new, APPLIED)
             await _put_in_force(conn, applied, on_apply)
         if widening:
             old = {c.variable: c.stored for c in widening}
             new = {c.variable: c.proposed for c in widening}
-            pending = await _pending_twin(conn, old, new, None) or await _propose_pending(
+            pending = await pending_twin(conn, old, new, None) or await _propose_pending(
                 conn, proposer, source, why, old, new, None
             )
         in_force = settings_from(await stored_values_in(conn))
@@ -235,9 +202,9 @@ async def propose_month_budget(
         before = stored.model_copy(update={"model_budget": _usd_or_none(old_limit)})
         after = stored.model_copy(update={"model_budget": _usd_or_none(new_limit)})
         if widens(MODEL_BUDGET, before, after) and _someone_else_can_consent(stored, proposer):
-            twin = await _pending_twin(conn, old, new, month)
+            twin = await pending_twin(conn, old, new, month)
             return twin or await _propose_pending(conn, proposer, source, BUDGET_RAISE, old, new, month)
-        change = await _insert(conn, proposer, source, BUDGET_RAISE, old, new, APPLIED, month)
+        change = await insert_change(conn, proposer, source, BUDGET_RAISE, old, new, APPLIED, month)
         await _put_in_force(conn, change, on_apply)
     return change
 
@@ -269,14 +236,14 @@ async def decide(
     try:
         async with engine.begin() as conn:
             await _lock(conn)
-            change = await _change(conn, change_id, lock=True)
+            change = await change_in(conn, change_id, lock=True)
             stored = settings_from(await stored_values_in(conn))
             _check_decider(change, stored, approver, approver_is_bot)
             if not approve:
                 return await _reject(conn, change, approver, source)
             if change.month is None and _moved(change, stored):
                 raise PolicyChangeRefused(Rule.POLICY_MOVED_ON, _moved_on(change))
-            decided = await _mark(conn, change, APPROVED, approver, source)
+            decided = await mark_change(conn, change, APPROVED, approver, source)
             await _put_in_force(conn, decided, on_apply, details={"approved_by": approver})
             return decided
     except PolicyChangeRefused as refused:
@@ -320,13 +287,13 @@ async def _supersede_alone(engine: AsyncEngine, change_id: int) -> None:
     """A change found moved on is marked superseded (in its own transaction: the refusal rolled back)."""
     async with engine.begin() as conn:
         await _lock(conn)
-        change = await _change(conn, change_id, lock=True)
+        change = await change_in(conn, change_id, lock=True)
         if change.status == PENDING:
             await _supersede(conn, change)
 
 
 async def _reject(conn: AsyncConnection, change: PolicyChange, approver: str, source: str) -> PolicyChange:
-    decided = await _mark(conn, change, REJECTED, approver, source)
+    decided = await mark_change(conn, change, REJECTED, approver, source)
     await activity.record(
         conn,
         activity.USER,
@@ -338,68 +305,6 @@ async def _reject(conn: AsyncConnection, change: PolicyChange, approver: str, so
     )
     await _notify(conn)
     return decided
-
-
-# ---- reading ----
-
-
-async def pending_changes(engine: AsyncEngine) -> list[PolicyChange]:
-    """The changes waiting for a second person, oldest first."""
-    c = t.policy_changes.c
-    async with engine.connect() as conn:
-        rows = await conn.execute(select(t.policy_changes).where(c.status == PENDING).order_by(c.id))
-        return [_of(row) for row in rows]
-
-
-async def get_change(engine: AsyncEngine, change_id: int) -> PolicyChange:
-    async with engine.connect() as conn:
-        return await _change(conn, change_id, lock=False)
-
-
-async def _change(conn: AsyncConnection, change_id: int, *, lock: bool) -> PolicyChange:
-    query = select(t.policy_changes).where(t.policy_changes.c.id == change_id)
-    row = (await conn.execute(query.with_for_update() if lock else query)).first()
-    if row is None:
-        raise PolicyChangeRefused(Rule.UNKNOWN_POLICY_CHANGE, f"there is no policy change #{change_id}")
-    return _of(row)
-
-
-def _of(row: Any) -> PolicyChange:
-    return PolicyChange(
-        id=row.id,
-        proposed_by=row.proposed_by,
-        source=row.source,
-        why=row.why,
-        old=dict(row.old_values),
-        new=dict(row.new_values),
-        status=row.status,
-        proposed_at=row.proposed_at,
-        month=row.month,
-        decided_by=row.decided_by,
-    )
-
-
-# ---- announcing (the bot) ----
-
-
-async def claim_unannounced(conn: AsyncConnection) -> PolicyChange | None:
-    """The oldest change whose status Slack has not heard of, locked for this transaction (another bot
-    process skips it); `mark_announced` in the same transaction once told."""
-    c = t.policy_changes.c
-    query = (
-        select(t.policy_changes)
-        .where(c.announced.is_distinct_from(c.status))
-        .order_by(c.id)
-        .limit(1)
-        .with_for_update(skip_locked=True)
-    )
-    row = (await conn.execute(query)).first()
-    return None if row is None else _of(row)
-
-
-async def mark_announced(conn: AsyncConnection, change: PolicyChange) -> None:
-    c = t.policy_changes.c
-    await conn.execute(update(t.policy_changes).where(c.id == change.id).values(announced=change.status))
 
 
 # ---- writing ----
@@ -421,50 +326,11 @@ async def _first_policy(
     `policy.changed`) but not announced in Slack: it changes nothing anyone relied on, and every later
     change is announced."""
     new = settings.as_env()
-    change = await _insert(conn, proposer, source, why, dict.fromkeys(new, ""), new, APPLIED, announced=True)
+    change = await insert_change(
+        conn, proposer, source, why, dict.fromkeys(new, ""), new, APPLIED, announced=True
+    )
     await _put_in_force(conn, change, None, details={"first": True})
     return change
-
-
-async def _insert(
-    conn: AsyncConnection,
-    proposer: str,
-    source: str,
-    why: str,
-    old: dict[str, str],
-    new: dict[str, str],
-    status: str,
-    month: str | None = None,
-    *,
-    announced: bool = False,
-) -> PolicyChange:
-    row = (
-        await conn.execute(
-            pg_insert(t.policy_changes)
-            .values(
-                proposed_by=proposer,
-                source=source,
-                why=why,
-                month=month,
-                old_values=old,
-                new_values=new,
-                status=status,
-                announced=status if announced else None,
-            )
-            .returning(t.policy_changes)
-        )
-    ).one()
-    return _of(row)
-
-
-async def _pending_twin(
-    conn: AsyncConnection, old: dict[str, str], new: dict[str, str], month: str | None
-) -> PolicyChange | None:
-    c = t.policy_changes.c
-    rows = await conn.execute(
-        select(t.policy_changes).where(c.status == PENDING, c.month.is_not_distinct_from(month))
-    )
-    return next((_of(r) for r in rows if dict(r.old_values) == old and dict(r.new_values) == new), None)
 
 
 async def _propose_pending(
@@ -476,7 +342,7 @@ async def _propose_pending(
     new: dict[str, str],
     month: str | None,
 ) -> PolicyChange:
-    change = await _insert(conn, proposer, source, why, old, new, PENDING, month)
+    change = await insert_change(conn, proposer, source, why, old, new, PENDING, month)
     await activity.record(
         conn,
         activity.USER if source.startswith("cli:") else activity.SYSTEM,
@@ -488,21 +354,6 @@ async def _propose_pending(
     )
     await _notify(conn)
     return change
-
-
-async def _mark(
-    conn: AsyncConnection, change: PolicyChange, status: str, decided_by: str | None, source: str | None
-) -> PolicyChange:
-    c = t.policy_changes.c
-    row = (
-        await conn.execute(
-            update(t.policy_changes)
-            .where(c.id == change.id)
-            .values(status=status, decided_by=decided_by, decision_source=source, decided_at=text("now()"))
-            .returning(t.policy_changes)
-        )
-    ).one()
-    return _of(row)
 
 
 async def _put_in_force(
@@ -560,7 +411,7 @@ async def _supersede_moved_on(conn: AsyncConnection, applied: PolicyChange) -> N
     rows = await conn.execute(select(t.policy_changes).where(c.status == PENDING, c.id != applied.id))
     stored = settings_from(await stored_values_in(conn))
     for row in rows.all():
-        other = _of(row)
+        other = change_of(row)
         # a month's raise is moved on by another raise of that month; a policy change by its values
         moved = other.month == applied.month if other.month is not None else _moved(other, stored)
         if moved:
@@ -575,7 +426,7 @@ def _moved(change: PolicyChange, stored: ApprovalSettings) -> bool:
 
 
 async def _supersede(conn: AsyncConnection, change: PolicyChange) -> None:
-    await _mark(conn, change, SUPERSEDED, None, None)
+    await mark_change(conn, change, SUPERSEDED, None, None)
     await activity.record(
         conn,
         activity.SYSTEM,

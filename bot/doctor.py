@@ -131,7 +131,8 @@ def revision_check(name: str, revision: Revision) -> Check:
 async def check_policy(engine: AsyncEngine, *, current: bool) -> Check:
     """The stored policy (what every process enforces) against this environment's."""
     from approvals.config import ApprovalSettings, SettingsError
-    from approvals.policy_store import differences, pending_changes, read_policy
+    from approvals.policy_changes import pending_changes
+    from approvals.policy_store import differences, read_policy
 
     if not current:
         return Check("policy", "warn", "not read: the schema is behind", "run `billsleuth db upgrade`")

@@ -12,7 +12,7 @@ from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agent.model import budget
-from approvals import policy_store
+from approvals import policy_changes, policy_store
 from approvals.config import ApprovalSettings
 from approvals.models import Rule
 from engine import schema
@@ -48,7 +48,7 @@ async def test_with_no_other_approver_a_widening_change_applies_at_once(db: Asyn
     assert wider.settings.approvers == {ALICE, BOB}
     async with db.connect() as conn:
         assert (
-            await policy_store.claim_unannounced(conn)
+            await policy_changes.claim_unannounced(conn)
         ).id == wider.applied.id  # first policy: on record only
 
 
@@ -61,7 +61,7 @@ async def test_consent_comes_from_a_current_approver_other_than_the_proposer(db:
     assert change is not None and not proposal.settings.cli_decisions
 
     async def refused(change_id: int, who: str, **extra: Any) -> str:
-        with pytest.raises(policy_store.PolicyChangeRefused) as caught:
+        with pytest.raises(policy_changes.PolicyChangeRefused) as caught:
             await policy_store.decide(
                 db,
                 change_id,
@@ -97,14 +97,14 @@ async def test_a_change_the_policy_moved_on_under_is_refused_and_superseded(db: 
     assert change is not None
     async with db.begin() as conn:  # someone with psql changes the stored value under it
         await conn.execute(text("UPDATE policy SET value = '9' WHERE name = 'BILLSLEUTH_HOLD_MAX_DAYS'"))
-    with pytest.raises(policy_store.PolicyChangeRefused) as caught:
+    with pytest.raises(policy_changes.PolicyChangeRefused) as caught:
         await policy_store.decide(
             db, change.id, approver=BOB, approve=True, source="slack:T0", on_apply=budget.apply_policy_change
         )
     assert caught.value.rule == Rule.POLICY_MOVED_ON
-    assert (await policy_store.get_change(db, change.id)).status == policy_store.SUPERSEDED
+    assert (await policy_changes.get_change(db, change.id)).status == policy_changes.SUPERSEDED
     assert (await policy_store.read_policy(db)).hold_max_days == 9  # type: ignore[union-attr]
-    assert await policy_store.pending_changes(db) == []
+    assert await policy_changes.pending_changes(db) == []
 
 
 async def test_a_new_budget_in_force_lifts_the_months_pause_only_below_it(db: AsyncEngine) -> None:

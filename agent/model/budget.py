@@ -37,7 +37,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from agent.model.costs import BUDGET, MILLION, SpendSettings, Usage, usd
-from approvals import activity, policy_store
+from approvals import activity, policy_changes, policy_store
 from approvals.models import Rule
 from engine import schema
 
@@ -339,7 +339,7 @@ async def month_limit(engine: AsyncEngine, settings: SpendSettings) -> tuple[str
 
 async def propose_raise(
     engine: AsyncEngine, settings: SpendSettings, amount: Decimal, *, by: str, source: str
-) -> policy_store.PolicyChange:
+) -> policy_changes.PolicyChange:
     """`budget raise`: propose this month's limit `amount` (the caller checked `by` is an approver). A
     higher limit is a pending policy change until another approver consents in Slack; a lower one, or one
     nobody else could consent to, applies at once (`apply_policy_change`)."""
@@ -359,7 +359,7 @@ def _limit_text(limit: Decimal | None) -> str:
     return "" if limit is None else f"{limit.normalize():f}"
 
 
-async def apply_policy_change(conn: AsyncConnection, change: policy_store.PolicyChange) -> None:
+async def apply_policy_change(conn: AsyncConnection, change: policy_changes.PolicyChange) -> None:
     """policy_store's on_apply: a month's raise sets that month's limit (`budget.raised`, and the pause
     lifts when spend is below it); a new BILLSLEUTH_MODEL_BUDGET re-judges this month's pause."""
     stored = SpendSettings.of_policy(policy_store.settings_from(await policy_store.stored_values_in(conn)))
@@ -370,13 +370,13 @@ async def apply_policy_change(conn: AsyncConnection, change: policy_store.Policy
 
 
 async def _apply_raise(
-    conn: AsyncConnection, change: policy_store.PolicyChange, settings: SpendSettings
+    conn: AsyncConnection, change: policy_changes.PolicyChange, settings: SpendSettings
 ) -> None:
     month = change.month or month_of()
     row = await _month_row(conn, month, lock=True)
     old = _limit(row, settings)
     if _limit_text(old) != change.old.get(BUDGET, ""):
-        raise policy_store.PolicyChangeRefused(
+        raise policy_changes.PolicyChangeRefused(
             Rule.POLICY_MOVED_ON, f"the model budget for {month} changed since #{change.id} was proposed"
         )
     amount = Decimal(change.new[BUDGET])

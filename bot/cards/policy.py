@@ -20,7 +20,7 @@ MAX_VALUE = 300  # a value shown on the card (a price table can be long); `polic
 
 @dataclass(frozen=True)
 class PolicyChangeView:
-    """A policy change as the card shows it (built from approvals.policy_store.PolicyChange)."""
+    """A policy change as the card shows it (built from approvals.policy_changes.PolicyChange)."""
 
     id: int
     status: str  # pending | approved | rejected | applied | superseded

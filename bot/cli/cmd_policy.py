@@ -80,7 +80,8 @@ def render_change(change: dict[str, Any]) -> str:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    from approvals.policy_store import pending_changes, read_policy
+    from approvals.policy_changes import pending_changes
+    from approvals.policy_store import read_policy
     from bot.cli.common import print_json
 
     own = _own_settings()

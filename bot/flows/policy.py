@@ -23,7 +23,7 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agent.model import budget
-from approvals import policy_store
+from approvals import policy_changes, policy_store
 from approvals.models import Refused, Rule
 from bot.cards.ids import parse_block_id
 from bot.cards.policy import PolicyChangeView, policy_change_card
@@ -37,7 +37,7 @@ from engine import schema
 log = logging.getLogger(__name__)
 
 
-def view_of(change: policy_store.PolicyChange) -> PolicyChangeView:
+def view_of(change: policy_changes.PolicyChange) -> PolicyChangeView:
     return PolicyChangeView(
         id=change.id,
         status=change.status,
@@ -55,18 +55,18 @@ async def announce_policy_changes(runtime: BotRuntime) -> int:
     told = 0
     while True:
         async with runtime.engine.begin() as conn:  # one change a transaction: a failure redoes only it
-            change = await policy_store.claim_unannounced(conn)
+            change = await policy_changes.claim_unannounced(conn)
             if change is None:
                 return told
             await _announce(runtime, conn, change)
-            await policy_store.mark_announced(conn, change)
+            await policy_changes.mark_announced(conn, change)
         told += 1
         await runtime.service.settings_in_force()  # this process enforces what is stored now
         if change.in_force:
             await after_policy_in_force(runtime, change)
 
 
-async def after_policy_in_force(runtime: BotRuntime, change: policy_store.PolicyChange) -> None:
+async def after_policy_in_force(runtime: BotRuntime, change: policy_changes.PolicyChange) -> None:
     """What follows each change put in force, once it is announced: the activity chain's seal, at once
     (bot/flows/seals.py would post it at its next look too; a seal already posted since makes that look
     find nothing due). A seal Slack refuses is logged: the periodic look tries again."""
@@ -76,7 +76,7 @@ async def after_policy_in_force(runtime: BotRuntime, change: policy_store.Policy
         log.exception("could not seal the activity log after policy change #%s", change.id)
 
 
-async def _announce(runtime: BotRuntime, conn: AsyncConnection, change: policy_store.PolicyChange) -> None:
+async def _announce(runtime: BotRuntime, conn: AsyncConnection, change: policy_changes.PolicyChange) -> None:
     message = policy_change_card(view_of(change)).as_kwargs()
     posted = await _posted(conn, change.id)
     if posted:  # the cards already out say what became of it
@@ -109,13 +109,13 @@ async def _posted(conn: AsyncConnection, change_id: int) -> list[Any]:
     return list(await conn.execute(query))
 
 
-async def _recipients(runtime: BotRuntime, change: policy_store.PolicyChange) -> tuple[str, ...]:
+async def _recipients(runtime: BotRuntime, change: policy_changes.PolicyChange) -> tuple[str, ...]:
     """The finance channel, else every current approver by DM (a pending change: not its proposer, who
     cannot decide it)."""
     if runtime.slack.finance_channel:
         return (runtime.slack.finance_channel,)
     approvers = (await runtime.service.settings_in_force()).approvers
-    if change.status == policy_store.PENDING:
+    if change.status == policy_changes.PENDING:
         approvers = approvers - {change.proposed_by}
     return tuple(sorted(approvers))
 
@@ -155,7 +155,7 @@ async def decide_policy_change(runtime: BotRuntime, click: PolicyClick, *, appro
     """Approve or reject a pending policy change as the clicking user; refusals go to them alone."""
     try:
         if click.change_id is None:
-            raise policy_store.PolicyChangeRefused(
+            raise policy_changes.PolicyChangeRefused(
                 Rule.UNKNOWN_POLICY_CHANGE, "that button names no policy change"
             )
         is_bot = click.from_a_bot or sent_by_a_bot({}, click.user_id, await runtime.installation())
