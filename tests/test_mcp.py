@@ -25,7 +25,8 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from agent.graph.tools import READ_TOOLS, ToolContext, call_tool
+from agent.graph.tool_context import ToolContext
+from agent.graph.tools import READ_TOOLS, call_tool
 from agent.model.investigator import model_tool_specs
 from engine import schema
 from tests.cli import billsleuth

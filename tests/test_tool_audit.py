@@ -9,7 +9,8 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from agent.graph.tools import LedgerCache, ToolContext, call_tool
+from agent.graph.tool_context import LedgerCache, ToolContext
+from agent.graph.tools import call_tool
 from engine import schema
 from engine.db import create_engine, with_database
 

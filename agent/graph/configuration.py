@@ -11,7 +11,7 @@ from typing import Any, ClassVar, Literal, Self
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from agent.graph.tools import LedgerCache
+from agent.graph.tool_context import LedgerCache
 from agent.model.costs import SpendSettings
 from approvals.config import ApprovalSettings
 from engine.settings import EnvSettings, SettingsError

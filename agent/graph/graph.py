@@ -32,7 +32,7 @@ from agent.graph.investigators import (
     read_what_was_asked,
 )
 from agent.graph.state import MAX_ROUNDS, REQUEST_CHANGES, CaseState, CaseStatus
-from agent.graph.tools import ToolContext
+from agent.graph.tool_context import ToolContext
 from agent.graph.verify import verify_findings, verify_other_findings
 from agent.graph.write_up import COMPLAINT, compose_reply, ungrounded_in_reply
 from agent.model import budget

@@ -13,7 +13,8 @@ from agent.auditor.audit import investigate as audit_investigate
 from agent.cases.intake import Asked
 from agent.graph.grounding import EvidenceBook
 from agent.graph.state import Findings
-from agent.graph.tools import ToolContext, call_tool, ledger_and_book
+from agent.graph.tool_context import ToolContext
+from agent.graph.tools import call_tool, ledger_and_book
 from agent.graph.write_up import COMPLAINT, NAMED_AMOUNT
 from engine.diff import ledger_as_of
 from engine.money import fmt

@@ -10,125 +10,27 @@ customer, so each call names it as its first argument (`call_tool_for_customer`)
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
-from decimal import Decimal
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from sqlalchemy import insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from engine import schema
+from agent.graph.tool_context import ToolContext, ToolError, ToolResult
+from agent.graph.tool_json import check_json, invoice_header, invoice_with_lines, iso_day, money_text
 from engine.billing import local_date
-from engine.db import reading
 from engine.diff import InvoiceCheck, check_ledger, ledger_as_of
 from engine.ledger import UnknownCustomer, load_ledger, load_price_book
 from engine.model import CustomerLedger, Invoice, PriceBook
-from engine.money import fmt
 
 log = logging.getLogger(__name__)
 
 # Ids are the ledger's own, any text (seed 002's INV-0001-05, a billing system's in_1PzQ…): a call is
 # checked against the ledger, not against a shape; only its length is bounded.
 ID_MAX = 200
-
-ProgressCallback = Callable[[dict[str, Any]], None]
-
-
-class ToolError(Exception):
-    """A tool refused the call (bad arguments, unknown or foreign id): the caller sees the message."""
-
-
-@dataclass
-class LedgerCache:
-    """The customer's ledger, the price book and the re-billed history, as read once in a case run."""
-
-    ledger: CustomerLedger | None = None
-    book: PriceBook | None = None
-    checks: dict[str, InvoiceCheck] | None = None
-
-
-@dataclass
-class ToolContext:
-    """Who is calling the tools, for which case and customer, and what the calls have read so far.
-
-    Used bare, each call's audit row is written at once. Inside `async with tools:` the rows of the
-    block's calls are written together when it ends (one INSERT instead of one round trip per call),
-    also when the block fails. With `connection`, the ledger is read on the caller's connection instead
-    of a pooled one; audit rows are always committed on their own, so no caller's rollback can erase them.
-    """
-
-    engine: AsyncEngine
-    case_id: str | None  # None: a call from outside any case (an MCP client)
-    customer_id: str
-    actor: str  # "agent:offline", "agent:llm", "system:verify", "approver:U123"
-    on_progress: ProgressCallback | None = None
-    calls: list[dict[str, Any]] = field(default_factory=list)  # this run's trail, in order
-    # One case run reads one ledger: load it once, not once per tool call (shared across the run's nodes).
-    cache: LedgerCache = field(default_factory=lambda: LedgerCache(), repr=False)
-    connection: AsyncConnection | None = field(default=None, repr=False)
-    _unrecorded: list[dict[str, Any]] = field(default_factory=list, init=False, repr=False)
-    _batching: int = field(default=0, init=False, repr=False)
-
-    async def __aenter__(self) -> ToolContext:
-        self._batching += 1
-        return self
-
-    async def __aexit__(self, failure: type[BaseException] | None, *_: object) -> None:
-        self._batching -= 1
-        if self._batching:
-            return
-        try:
-            await self.record_calls()
-        except Exception:
-            if failure is None:
-                raise
-            # The block's own error is the one to report; the rows stay buffered for a later write.
-            log.exception("could not write the audit rows of %d tool call(s)", len(self._unrecorded))
-
-    async def record_calls(self) -> None:
-        """Write the audit rows of the calls made since the last write (a no-op when there are none).
-        On failure the rows stay buffered, so a later call can still write them."""
-        rows = list(self._unrecorded)
-        if not rows:
-            return
-        # Autocommit: the rows are one statement, so one round trip instead of BEGIN / INSERT / COMMIT.
-        async with self.engine.connect() as pooled:
-            conn = await pooled.execution_options(isolation_level="AUTOCOMMIT")
-            await conn.execute(insert(schema.audit_log), rows)
-        del self._unrecorded[: len(rows)]
-
-    @asynccontextmanager
-    async def reading(self) -> AsyncIterator[AsyncConnection]:
-        """The caller's connection when one was given, else a pooled one for the block."""
-        if self.connection is not None:
-            yield self.connection
-        else:
-            async with reading(self.engine) as conn:
-                yield conn
-
-    @property
-    def cached_ledger(self) -> CustomerLedger | None:
-        return self.cache.ledger
-
-
-@dataclass(frozen=True)
-class ToolResult:
-    tool: str
-    args: dict[str, Any]
-    ok: bool
-    data: Any = None
-    error: str | None = None
-
-    def for_model(self) -> str:
-        return json.dumps(self.data if self.ok else {"error": self.error}, ensure_ascii=False)
-
 
 # ---- argument models (the JSON schema a model sees comes from these) ----
 
@@ -151,90 +53,6 @@ class PaymentArgs(BaseModel):
     invoice_id: str | None = Field(
         default=None, min_length=1, max_length=ID_MAX, description="Only this invoice's payments (optional)."
     )
-
-
-# ---- helpers that turn ledger objects into plain JSON ----
-
-
-def _day(value: date | None) -> str | None:
-    return value.isoformat() if value else None
-
-
-def _money(value: Decimal) -> str:
-    return fmt(value)
-
-
-def invoice_header(invoice: Invoice) -> dict[str, Any]:
-    return {
-        "id": invoice.id,
-        "subscription_id": invoice.subscription_id,
-        "period_start": _day(invoice.period_start),
-        "period_end": _day(invoice.period_end),
-        "issued_at": _day(invoice.issued_at),
-        "status": invoice.status,
-        "subtotal": _money(invoice.subtotal),
-        "discount": _money(invoice.discount),
-        "tax": _money(invoice.tax),
-        "total": _money(invoice.total),
-        "currency": invoice.currency,
-    }
-
-
-def invoice_with_lines(invoice: Invoice) -> dict[str, Any]:
-    return {
-        **invoice_header(invoice),
-        "lines": [
-            {
-                "kind": line.kind,
-                "description": line.description,
-                "quantity": line.quantity,
-                "unit_amount": _money(line.unit_amount),
-                "amount": _money(line.amount),
-                "period_start": _day(line.period_start),
-                "period_end": _day(line.period_end),
-                "tax_code": line.tax_code,
-            }
-            for line in invoice.lines
-        ],
-    }
-
-
-def check_json(check: InvoiceCheck) -> dict[str, Any]:
-    if not check.should_exist:
-        verdict = "should not exist: the billing rules produce no such invoice"
-        if check.expected_invoice_id:
-            verdict += f" (the rules' invoice for this period is {check.expected_invoice_id})"
-    elif check.billing_difference == 0:
-        verdict = "billed amount matches the billing rules"
-    else:
-        verdict = "billed amount differs from the billing rules"
-    return {
-        "invoice_id": check.invoice_id,
-        "period_start": _day(check.period_start),
-        "period_end": _day(check.period_end),
-        "billed_total": _money(check.billed_total),
-        "should_exist": check.should_exist,
-        "expected_invoice_id": check.expected_invoice_id,
-        "should_bill": _money(check.should_pay),
-        "difference": _money(check.billing_difference),
-        "paid_total": _money(check.paid_total),
-        "successful_payments": check.successful_payments,
-        "overcharge": _money(check.overcharge),
-        "credited_total": _money(check.credited_total),
-        "line_diffs": [
-            {
-                "kind": d.kind,
-                "billed_description": d.billed_description,
-                "expected_description": d.expected_description,
-                "billed": _money(d.billed),
-                "expected": _money(d.expected),
-                "difference": _money(d.difference),
-            }
-            for d in check.line_diffs
-        ],
-        "expected_lines": invoice_with_lines(check.expected)["lines"] if check.expected else [],
-        "verdict": verdict,
-    }
 
 
 # ---- the tools ----
@@ -293,7 +111,7 @@ async def get_customer(ctx: ToolContext, _: NoArgs) -> dict[str, Any]:
         "subscriptions": [
             {
                 "id": s.id,
-                "start_date": _day(s.start_date),
+                "start_date": iso_day(s.start_date),
                 "billing_anchor_day": s.billing_anchor_day,
                 "coupon_id": s.coupon_id,
             }
@@ -320,7 +138,7 @@ async def list_payments(ctx: ToolContext, args: PaymentArgs) -> dict[str, Any]:
             {
                 "id": p.id,
                 "invoice_id": p.invoice_id,
-                "amount": _money(p.amount),
+                "amount": money_text(p.amount),
                 "status": p.status,
                 "attempted_at": p.attempted_at.isoformat(),
                 "gateway_ref": p.gateway_ref,
@@ -354,7 +172,7 @@ async def get_price_book(ctx: ToolContext, _: NoArgs) -> dict[str, Any]:
     book = await _price_book(ctx)
     return {
         "plans": [
-            {"id": p.id, "name": p.name, "interval": p.interval, "unit_price": _money(p.unit_price)}
+            {"id": p.id, "name": p.name, "interval": p.interval, "unit_price": money_text(p.unit_price)}
             for p in book.plans.values()
         ],
         "coupons": [
@@ -366,8 +184,8 @@ async def get_price_book(ctx: ToolContext, _: NoArgs) -> dict[str, Any]:
                 "code": r.code,
                 "region": r.region,
                 "rate": f"{r.rate.normalize():f}",
-                "valid_from": _day(r.valid_from),
-                "valid_to": _day(r.valid_to),
+                "valid_from": iso_day(r.valid_from),
+                "valid_to": iso_day(r.valid_to),
             }
             for r in book.tax_rates
         ],
@@ -459,29 +277,6 @@ READ_TOOLS: dict[str, ToolSpec] = {
 }
 
 
-def _digest(data: Any) -> str:
-    canonical = json.dumps(data, sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
-
-
-async def _audit(ctx: ToolContext, result: ToolResult) -> None:
-    # Outside a case no case row names the customer the call was scoped to: its row says so itself.
-    args = result.args if ctx.case_id is not None else {"customer_id": ctx.customer_id, **result.args}
-    ctx._unrecorded.append(
-        {
-            "at": datetime.now(UTC),  # when the call was made, not when its batch was written
-            "case_id": ctx.case_id,
-            "actor": ctx.actor,
-            "tool": result.tool,
-            "args": args,
-            "ok": result.ok,
-            "result_digest": _digest(result.data if result.ok else {"error": result.error}),
-        }
-    )
-    if not ctx._batching:
-        await ctx.record_calls()
-
-
 def _parse_args(raw: dict[str, Any] | str | None) -> dict[str, Any]:
     if raw is None or raw == "":
         return {}
@@ -509,7 +304,7 @@ async def call_tool(ctx: ToolContext, name: str, raw_args: dict[str, Any] | str 
         result = ToolResult(name, args, True, await spec.run(ctx, validated))
     except ToolError as error:
         result = ToolResult(name, args, False, error=str(error))
-    await _audit(ctx, result)
+    await ctx.audit(result)
     ctx.calls.append({"tool": name, "args": args, "ok": result.ok, "error": result.error})
     if ctx.on_progress:
         ctx.on_progress({"type": "tool", "tool": name, "args": args, "ok": result.ok})
@@ -538,7 +333,7 @@ async def call_tool_for_customer(
         rest = {k: v for k, v in args.items() if k != "customer_id"}
         refused = ToolContext(engine, None, str(args.get("customer_id", "")), actor)
         result = ToolResult(name, rest, False, error=str(error))
-        await _audit(refused, result)
+        await refused.audit(result)
         return result
     tools = ToolContext(engine, None, customer_id, actor)
     return await call_tool(tools, name, {k: v for k, v in args.items() if k != "customer_id"})

@@ -13,7 +13,8 @@ from typing import Any
 
 from agent.graph.grounding import EvidenceBook
 from agent.graph.state import Findings, OtherFinding
-from agent.graph.tools import ToolContext, call_tool
+from agent.graph.tool_context import ToolContext
+from agent.graph.tools import call_tool
 
 ROOT_CAUSE_NAMES = frozenset(
     {

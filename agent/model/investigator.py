@@ -28,7 +28,8 @@ from agent.graph.configuration import Configuration
 from agent.graph.grounding import EvidenceBook, ungrounded
 from agent.graph.investigators import InvestigationOutcome
 from agent.graph.state import Findings
-from agent.graph.tools import ID_MAX, READ_TOOLS, ToolContext, call_tool, openai_tool_specs
+from agent.graph.tool_context import ToolContext
+from agent.graph.tools import ID_MAX, READ_TOOLS, call_tool, openai_tool_specs
 from agent.graph.verify import MONEY_TEXT, ROOT_CAUSE_NAMES
 from agent.language import Language
 from agent.model.budget import ModelRun

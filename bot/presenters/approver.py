@@ -20,7 +20,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agent.cases.service import CaseService, case_row_in
 from agent.graph.state import MAX_ROUNDS, CaseStatus, refused_at_issue
-from agent.graph.tools import ToolContext, ToolError, call_tool, check_json, recompute
+from agent.graph.tool_context import ToolContext, ToolError
+from agent.graph.tool_json import check_json
+from agent.graph.tools import call_tool, recompute
 from agent.model.costs import case_model_cost
 from approvals import queries
 from approvals.holds import held_by_daily_limit
