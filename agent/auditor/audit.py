@@ -15,7 +15,8 @@ from datetime import date
 from decimal import Decimal
 from typing import Any, Literal
 
-from agent.auditor.causes import ROOT_CAUSES, Context, diagnose, lines_of, plural, quote
+from agent.auditor.causes import ROOT_CAUSES, diagnose
+from agent.auditor.context import Context, lines_of, plural, quote
 from agent.cases.intake import Asked
 from engine.billing import months_between, tax_percent
 from engine.diff import InvoiceCheck, check_ledger, expected_invoices, first_of_period

@@ -9,235 +9,31 @@ a coincidence on one line cannot outvote the figures. Pure: no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import UTC, date, timedelta
-from decimal import Decimal
-from functools import cached_property
+from datetime import UTC, timedelta
 from zoneinfo import ZoneInfo
 
-from engine.billing import (
-    CONFIG_CHANGES,
-    add_months,
-    apply_discount_and_tax,
-    local_date,
-    months_between,
-    proration_lines,
-    rate_on,
-    tax_percent,
+from agent.auditor.context import (
+    ConfigChange,
+    Context,
+    Diagnosis,
+    Period,
+    charges_of,
+    joined,
+    lines_of,
+    paid_amounts,
+    percent,
+    plural,
+    quote,
+    seats_of,
+    sorted_amounts,
+    tax_code_of,
 )
-from engine.diff import InvoiceCheck
-from engine.model import (
-    Coupon,
-    CustomerLedger,
-    Event,
-    Invoice,
-    Line,
-    Plan,
-    PriceBook,
-    Subscription,
-    TaxRate,
-)
+from engine.billing import local_date, proration_lines
+from engine.model import Invoice, Line, Plan, PriceBook, Subscription, TaxRate
 from engine.money import ZERO, fmt, money, total
 from engine.pricebook import COUNTRY_TZ
-
-CHARGE_KINDS = ("recurring", "proration", "adjustment")
-Period = tuple[date, date]
-
-
-@dataclass(frozen=True)
-class Diagnosis:
-    root_cause: str
-    evidence: list[str]
-    reproduced: bool  # re-billing the period with this bug gives the billed total to the cent
-    related_invoice_ids: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class ConfigChange:
-    """A plan or seat change, replayed from the subscription's events on the customer's local date."""
-
-    event: Event
-    day: date
-    old: tuple[Plan, int]
-    new: tuple[Plan, int]
-
-    @property
-    def utc_day(self) -> date:
-        return self.event.effective_at.astimezone(UTC).date()
-
-    @property
-    def full_amounts(self) -> tuple[Decimal, Decimal]:
-        """A whole period of the old and of the new configuration (what prorations are taken from)."""
-        (old_plan, old_qty), (new_plan, new_qty) = self.old, self.new
-        return money(old_plan.unit_price * old_qty), money(new_plan.unit_price * new_qty)
-
-
-def config_changes(sub: Subscription, book: PriceBook, country: str) -> list[ConfigChange]:
-    """Replay the plan and seat changes; an unknown plan ends the replay (the rules refuse it anyway)."""
-    ordered = sorted(sub.events, key=lambda e: e.effective_at)
-    create = next((e for e in ordered if e.type == "create"), None)
-    plan = book.plans.get(str(create.payload.get("plan_id"))) if create else None
-    if create is None or plan is None:
-        return []
-    qty = _seats(create.payload.get("quantity"))
-    out: list[ConfigChange] = []
-    for event in ordered:
-        if event.type not in CONFIG_CHANGES or qty is None:
-            continue
-        new_plan = book.plans.get(str(event.payload.get("to_plan", plan.id)))
-        new_qty = _seats(event.payload.get("to_quantity", qty))
-        if new_plan is None or new_qty is None:
-            break
-        day = local_date(event.effective_at, country)
-        out.append(ConfigChange(event, day, (plan, qty), (new_plan, new_qty)))
-        plan, qty = new_plan, new_qty
-    return out
-
-
-def _seats(value: object) -> int | None:
-    """A seat count from an event payload, or None when it is not one (the rules refuse those)."""
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        return None
-
-
-@dataclass(frozen=True)
-class Context:
-    """One overpaid invoice, with everything a detector may look at."""
-
-    ledger: CustomerLedger
-    book: PriceBook
-    check: InvoiceCheck
-    billed: Invoice
-
-    @property
-    def rules(self) -> Invoice | None:
-        """The rules' invoice, when this one should exist but bills more: what line-level bugs look at."""
-        check = self.check
-        if check.should_exist and check.expected is not None and check.billing_difference > ZERO:
-            return check.expected
-        return None
-
-    @property
-    def customer_region(self) -> str:
-        return self.ledger.customer.tax_region
-
-    @cached_property
-    def subscription(self) -> Subscription | None:
-        return next((s for s in self.ledger.subscriptions if s.id == self.billed.subscription_id), None)
-
-    @cached_property
-    def coupon(self) -> Coupon | None:
-        sub = self.subscription
-        return self.book.coupons.get(sub.coupon_id) if sub and sub.coupon_id else None
-
-    @cached_property
-    def months_in(self) -> int:
-        sub = self.subscription
-        return months_between(sub.start_date, self.billed.period_start) if sub else 0
-
-    @cached_property
-    def rules_rate(self) -> TaxRate:
-        """The rate the rules apply: the customer's region's rate valid on the issue date."""
-        return rate_on(self.book.tax_rates, self.customer_region, self.billed.period_start)
-
-    def rate(self, code: str | None) -> TaxRate | None:
-        return next((r for r in self.book.tax_rates if r.code == code), None)
-
-    @cached_property
-    def changes(self) -> list[ConfigChange]:
-        sub = self.subscription
-        return config_changes(sub, self.book, self.ledger.customer.country) if sub else []
-
-    @cached_property
-    def step(self) -> int:
-        """Months per billing period (the interval cannot change within a subscription)."""
-        sub = self.subscription
-        create = next((e for e in sub.events if e.type == "create"), None) if sub else None
-        plan = self.book.plans.get(str(create.payload.get("plan_id"))) if create else None
-        return 12 if plan is not None and plan.interval == "year" else 1
-
-    def period_of(self, day: date) -> Period | None:
-        """The rules' billing period holding a day (walks from the start: a few dozen steps at most)."""
-        sub = self.subscription
-        if sub is None or day < sub.start_date:
-            return None
-        start = sub.start_date
-        while True:
-            end = add_months(start, self.step, sub.billing_anchor_day)
-            if day < end:
-                return start, end
-            start = end
-
-    @cached_property
-    def settled_changes(self) -> list[tuple[ConfigChange, Period]]:
-        """Changes made in the period just before this invoice (the rules settle them on it)."""
-        out = []
-        for change in self.changes:
-            period = self.period_of(change.day)
-            if period is not None and period[1] == self.billed.period_start:
-                out.append((change, period))
-        return out
-
-    def rebill(
-        self, charges: Iterable[Line], *, rate: TaxRate | None = None, without_coupon: bool = False
-    ) -> Invoice:
-        """This period billed from these charge lines by the rules' discount and tax steps."""
-        invoice = replace(self.billed, lines=[replace(line) for line in charges])
-        coupon = None if without_coupon else self.coupon
-        apply_discount_and_tax(invoice, coupon, self.months_in, rate or self.rules_rate)
-        return invoice
-
-    def reproduces(self, invoice: Invoice) -> bool:
-        return invoice.total == self.billed.total
-
-
-# ---------- reading lines ----------
-
-
-def lines_of(invoice: Invoice, kind: str, sign: int = 0) -> list[Line]:
-    """The invoice's lines of a kind; sign -1 / +1 keeps only negative / non-negative amounts."""
-    return [
-        line for line in invoice.lines if line.kind == kind and (sign == 0 or (line.amount < 0) == (sign < 0))
-    ]
-
-
-def charges_of(invoice: Invoice) -> list[Line]:
-    return [line for line in invoice.lines if line.kind in CHARGE_KINDS]
-
-
-def _tax_code(invoice: Invoice) -> str | None:
-    taxes = lines_of(invoice, "tax")
-    return taxes[0].tax_code if taxes else None
-
-
-def _amounts(lines: Iterable[Line]) -> list[Decimal]:
-    return sorted(line.amount for line in lines)
-
-
-def quote(line: Line) -> str:
-    return f"'{line.description}' {fmt(line.amount)}"
-
-
-def _joined(lines: Iterable[Line]) -> str:
-    return " and ".join(quote(line) for line in lines)
-
-
-def _percent(rate: TaxRate) -> str:
-    return f"{tax_percent(rate.rate)}%"
-
-
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
-def _paid(ledger: CustomerLedger, invoice_id: str) -> list[Decimal]:
-    return [p.amount for p in ledger.payments if p.invoice_id == invoice_id and p.status == "succeeded"]
-
 
 # ---------- structural faults: an invoice or a payment that should not exist ----------
 
@@ -254,7 +50,7 @@ def duplicate_invoice(ctx: Context) -> Diagnosis | None:
         f"{ctx.billed.id} and {original_id} both bill the period {check.period_start} to {check.period_end}; "
         f"the rules give one invoice for it, {original_id}",
         f"{original_id} billed {fmt(original.total)} and was paid "
-        f"{fmt(total(_paid(ctx.ledger, original_id)))}",
+        f"{fmt(total(paid_amounts(ctx.ledger, original_id)))}",
     ]
     same_lines = [(ln.kind, ln.amount) for ln in ctx.billed.lines] == [
         (ln.kind, ln.amount) for ln in original.lines
@@ -289,7 +85,7 @@ def cancel_not_respected(ctx: Context) -> Diagnosis | None:
 def _created_config(sub: Subscription, book: PriceBook) -> tuple[Plan, int] | None:
     create = next((e for e in sub.events if e.type == "create"), None)
     plan = book.plans.get(str(create.payload.get("plan_id"))) if create else None
-    seats = _seats(create.payload.get("quantity")) if create else None
+    seats = seats_of(create.payload.get("quantity")) if create else None
     return (plan, seats) if plan is not None and seats is not None else None
 
 
@@ -330,7 +126,7 @@ def quantity_change_ignored(ctx: Context) -> Diagnosis | None:
     ]
     rules_prorations = lines_of(rules, "proration")
     if rules_prorations:
-        evidence.append(f"no proration for the change; the rules settle it with {_joined(rules_prorations)}")
+        evidence.append(f"no proration for the change; the rules settle it with {joined(rules_prorations)}")
     # The bug: the old seat count kept, the change never settled.
     charges = [
         replace(line, quantity=old_qty, amount=money(line.unit_amount * old_qty))
@@ -372,11 +168,11 @@ def proration_missing_credit(ctx: Context) -> Diagnosis | None:
     rules_credits, rules_charges = lines_of(rules, "proration", -1), lines_of(rules, "proration", 1)
     if not rules_credits or lines_of(ctx.billed, "proration", -1):
         return None
-    if _amounts(lines_of(ctx.billed, "proration", 1)) != _amounts(rules_charges):
+    if sorted_amounts(lines_of(ctx.billed, "proration", 1)) != sorted_amounts(rules_charges):
         return None
     evidence = [
-        f"no credit for the unused time of the old plan; the rules give {_joined(rules_credits)}",
-        f"the charge for the remaining time is billed as the rules say: {_joined(rules_charges)}",
+        f"no credit for the unused time of the old plan; the rules give {joined(rules_credits)}",
+        f"the charge for the remaining time is billed as the rules say: {joined(rules_charges)}",
     ]
     charges = [line for line in charges_of(rules) if not (line.kind == "proration" and line.amount < 0)]
     return Diagnosis("proration_missing_credit", evidence, ctx.reproduces(ctx.rebill(charges)))
@@ -417,7 +213,7 @@ def proration_wrong_days(ctx: Context) -> Diagnosis | None:
 
     replayed = [r for r in _reprorate(ctx, over_thirty_days) if (r.period[1] - r.period[0]).days != 30]
     bugged = [line for r in replayed for line in r.bug]
-    if not replayed or _amounts(bugged) != _amounts(billed_prorations):
+    if not replayed or sorted_amounts(bugged) != sorted_amounts(billed_prorations):
         return None
     evidence: list[str] = []
     for r in replayed:
@@ -443,7 +239,7 @@ def timezone_change_date(ctx: Context) -> Diagnosis | None:
 
     replayed = [r for r in _reprorate(ctx, from_utc_day) if r.change.utc_day != r.change.day]
     bugged = [line for r in replayed for line in r.bug]
-    if not replayed or _amounts(bugged) != _amounts(billed_prorations):
+    if not replayed or sorted_amounts(bugged) != sorted_amounts(billed_prorations):
         return None
     zone = COUNTRY_TZ.get(ctx.ledger.customer.country, "UTC")
     evidence: list[str] = []
@@ -471,7 +267,7 @@ def coupon_not_applied(ctx: Context) -> Diagnosis | None:
     evidence = [
         f"coupon {coupon.id} runs for the first {plural(coupon.duration_months, 'month')}; "
         f"{ctx.billed.id} is in month {ctx.months_in + 1} of the subscription",
-        f"no discount line billed; the rules give {_joined(lines_of(rules, 'discount'))}",
+        f"no discount line billed; the rules give {joined(lines_of(rules, 'discount'))}",
     ]
     rebilled = ctx.rebill(charges_of(rules), without_coupon=True)
     return Diagnosis("coupon_not_applied", evidence, ctx.reproduces(rebilled))
@@ -500,8 +296,8 @@ def coupon_wrong_base(ctx: Context) -> Diagnosis | None:
 
 def _other_tax_rate(ctx: Context) -> tuple[Invoice, TaxRate] | None:
     """The rules' invoice and the rate the bill used, when the bill used another rate than the rules."""
-    rules, code = ctx.rules, _tax_code(ctx.billed)
-    if rules is None or code is None or code == _tax_code(rules):
+    rules, code = ctx.rules, tax_code_of(ctx.billed)
+    if rules is None or code is None or code == tax_code_of(rules):
         return None
     used = ctx.rate(code)
     return (rules, used) if used is not None else None
@@ -509,9 +305,9 @@ def _other_tax_rate(ctx: Context) -> tuple[Invoice, TaxRate] | None:
 
 def _tax_evidence(ctx: Context, rules: Invoice, used: TaxRate) -> list[str]:
     return [
-        f"tax line uses {used.code} at {_percent(used)}: {fmt(ctx.billed.tax)}",
+        f"tax line uses {used.code} at {percent(used)}: {fmt(ctx.billed.tax)}",
         f"on {ctx.billed.issued_at} the customer's region {ctx.customer_region} has {ctx.rules_rate.code} at "
-        f"{_percent(ctx.rules_rate)}: {fmt(rules.tax)}",
+        f"{percent(ctx.rules_rate)}: {fmt(rules.tax)}",
     ]
 
 
