@@ -20,12 +20,10 @@ from typing import TYPE_CHECKING
 
 import psycopg
 
+from engine import locks
+
 if TYPE_CHECKING:
     from engine.migrate import Revision
-
-# pg_advisory_lock key: two processes upgrading at once take turns (the checkpointer's setup is not
-# safe to race: both would CREATE TABLE).
-UPGRADE_LOCK = "billsleuth:prepare"
 
 # The heads this code needs. A command on a current database (nearly always) checks them with one query,
 # without importing Alembic or LangGraph, which cost a read command most of its start-up time; any other
@@ -63,25 +61,22 @@ async def upgrade_all(libpq_url: str) -> None:
     from agent.graph.checkpoint import setup_checkpointer
     from engine import migrate
 
-    async with await psycopg.AsyncConnection.connect(libpq_url, autocommit=True) as conn:
-        await conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (UPGRADE_LOCK,))
+    connecting = psycopg.AsyncConnection.connect(libpq_url, autocommit=True)
+    async with await connecting as conn, locks.psycopg_session_lock(conn, locks.UPGRADE):
+        _refuse_newer(await revisions(libpq_url))
+        await require_owner(conn, "billsleuth db upgrade")
         try:
-            _refuse_newer(await revisions(libpq_url))
-            await require_owner(conn, "billsleuth db upgrade")
-            try:
-                await asyncio.to_thread(migrate.upgrade, libpq_url)
-                await setup_checkpointer(libpq_url)
-                await _grant_checkpoint_tables(conn)
-            except Exception as error:
-                refused = insufficient_privilege(error)
-                if refused is None:
-                    raise
-                raise NotSchemaOwner(
-                    f"billsleuth db upgrade needs the schema owner's login: {refused}; "
-                    "set BILLSLEUTH_OWNER_DATABASE_URL to it"
-                ) from None
-        finally:
-            await conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (UPGRADE_LOCK,))
+            await asyncio.to_thread(migrate.upgrade, libpq_url)
+            await setup_checkpointer(libpq_url)
+            await _grant_checkpoint_tables(conn)
+        except Exception as error:
+            refused = insufficient_privilege(error)
+            if refused is None:
+                raise
+            raise NotSchemaOwner(
+                f"billsleuth db upgrade needs the schema owner's login: {refused}; "
+                "set BILLSLEUTH_OWNER_DATABASE_URL to it"
+            ) from None
 
 
 async def ensure_ready(libpq_url: str) -> None:

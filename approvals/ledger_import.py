@@ -17,13 +17,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from approvals import activity
 from approvals.limits import OwedUnknown, lock_invoice, owed_on_invoice
 from approvals.models import OPEN_NOTES, NoteStatus
+from engine import locks
 from engine import schema as t
 from engine.db import driver_connection
 from engine.ledger_load import MAX_ERRORS, InputFile, LoadResult, Progress, load
 from engine.money import fmt
 
-# Held by `seed` too (scenarios.seed): the ledger is rebuilt or loaded by one process at a time.
-LEDGER_LOCK = "billsleuth.seed"
 # The activity row for each BillSleuth note whose invoice, lines, payments or credit notes an import changed.
 CHANGED_UNDER_NOTE = "ledger.changed_under_note"
 # The outbox change that makes the bot redraw such a note's card (its status did not change).
@@ -70,7 +69,7 @@ class ImportReport:
 
 
 async def lock_ledger(conn: AsyncConnection) -> None:
-    await conn.execute(select(func.pg_advisory_xact_lock(func.hashtext(LEDGER_LOCK))))
+    await locks.xact_lock(conn, locks.LEDGER)  # held by `seed` too
 
 
 def _report(result: LoadResult, dry_run: bool) -> ImportReport:

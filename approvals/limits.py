@@ -16,15 +16,12 @@ from sqlalchemy import Select, bindparam, func, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from approvals.models import NoteStatus
+from engine import locks
 from engine import schema as t
 from engine.diff import check_ledger, ledger_as_of
 from engine.ledger import load_ledger, load_price_book
 from engine.model import BillingError
 from engine.money import ZERO, fmt, money
-
-# A fixed key for pg_advisory_xact_lock: "the daily credit budget". Any constant works as long as
-# nothing else in the database uses it; this one spells "BSBUDGET" in ASCII.
-BUDGET_LOCK_KEY = 0x4253_4255_4447_4554
 
 
 class OwedUnknown(ValueError):
@@ -88,7 +85,7 @@ async def invoice_currency(conn: AsyncConnection, invoice_id: str) -> str:
 
 
 async def lock_daily_budget(conn: AsyncConnection) -> None:
-    await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": BUDGET_LOCK_KEY})
+    await locks.xact_lock(conn, locks.DAILY_BUDGET)
 
 
 async def paid_total(conn: AsyncConnection, invoice_id: str) -> Decimal:

@@ -44,6 +44,7 @@ from approvals.policy_changes import (
     pending_twin,
 )
 from approvals.policy_direction import split, widens
+from engine import locks
 from engine import schema as t
 
 POLICY_CHANGED = "policy.changed"
@@ -51,7 +52,6 @@ POLICY_PROPOSED = "policy.proposed"
 POLICY_REJECTED = "policy.rejected"
 POLICY_SUPERSEDED = "policy.superseded"
 POLICY_REFUSED = "policy.refused"
-_LOCK = "billsleuth:policy"  # one writer at a time: two bots starting together do not interleave
 OUTBOX_CHANNEL = "billsleuth_outbox"  # the bot's outbox listens here (bot/store.py): changes go out at once
 
 # Why a policy change was proposed, as its row and activity say.
@@ -311,7 +311,7 @@ async def _reject(conn: AsyncConnection, change: PolicyChange, approver: str, so
 
 
 async def _lock(conn: AsyncConnection) -> None:
-    await conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": _LOCK})
+    await locks.xact_lock(conn, locks.POLICY)
 
 
 async def _notify(conn: AsyncConnection) -> None:

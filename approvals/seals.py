@@ -19,16 +19,16 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import bindparam, func, select, text
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from approvals import activity
 from approvals.activity import GENESIS, ChainReport
+from engine import locks
 from engine import schema as t
 
 SEALED = "activity.sealed"
 ENTITY = "activity_log"
-_LOCK = "billsleuth:seal"  # one seal posted at a time: two processes never post the same head twice
 
 # Why a seal was posted, as its activity row says.
 DAILY = "daily"
@@ -145,7 +145,7 @@ async def post_seal(engine: AsyncEngine, post: PostSeal, *, why: str, actor_type
     `activity.sealed` row, appended after the head it seals). Nothing is recorded when `post` raises or
     posted nowhere. The head lock is not held while posting: appends go on meanwhile."""
     async with engine.begin() as conn:
-        await conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": _LOCK})
+        await locks.xact_lock(conn, locks.SEAL)
         seal = await seal_in(conn)
         posted_to = list(await post(seal))
         if posted_to:

@@ -22,8 +22,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from agent.cases.service import CaseService
 from agent.graph.state import SETTLED, UNFINISHED, CaseStatus
 from approvals.models import NoteStatus
-from engine import schema
+from engine import locks, schema
 from engine.db import autocommit, reading
+from engine.locks import LockKey
 
 LOCAL_LOCK_STRIPES = 64
 MAX_LOCK_HOLDERS = 4  # with the case locks' 6 (agent.cases.service), 10 of the pool's 15 connections at most
@@ -450,7 +451,7 @@ class Locks:
         self._holders = asyncio.Semaphore(MAX_LOCK_HOLDERS)
 
     @asynccontextmanager
-    async def locked(self, key: str) -> AsyncIterator[AsyncConnection]:
+    async def locked(self, key: LockKey) -> AsyncIterator[AsyncConnection]:
         """A Postgres advisory lock held for the block (transaction-scoped: it cannot leak). Yields the
         lock's connection: reads done on it cost no second checkout.
 
@@ -460,12 +461,11 @@ class Locks:
         never be all holders waiting for one."""
         stripe = self._stripes[hash(key) % len(self._stripes)]
         async with stripe, self._holders, self.engine.begin() as conn:
-            await conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": key})
+            await locks.xact_lock(conn, key)
             yield conn
 
     @asynccontextmanager
-    async def leading(self, key: str) -> AsyncIterator[bool]:
+    async def leading(self, key: LockKey) -> AsyncIterator[bool]:
         """True when this process got the lock (the others skip the work instead of waiting)."""
         async with self.engine.begin() as conn:
-            got = await conn.execute(text("SELECT pg_try_advisory_xact_lock(hashtext(:key))"), {"key": key})
-            yield bool(got.scalar_one())
+            yield await locks.try_xact_lock(conn, key)

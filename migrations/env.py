@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 from alembic import context
-from sqlalchemy import create_engine, pool, text
+from sqlalchemy import create_engine, pool
 
+from engine import locks
 from engine.db import owner_database_url, sqlalchemy_url
 from engine.schema import metadata
-
-MIGRATION_LOCK = 7_340_001  # pg_advisory_lock key: two processes upgrading at once take turns
 
 
 def run_migrations_online() -> None:
     url = context.config.attributes.get("database_url") or owner_database_url()
     engine = create_engine(sqlalchemy_url(url), poolclass=pool.NullPool)
     with engine.connect() as connection:
-        connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATION_LOCK})
+        locks.session_lock_sync(connection, locks.MIGRATION)
         connection.commit()
         try:
             context.configure(connection=connection, target_metadata=metadata, transaction_per_migration=True)
@@ -23,7 +22,7 @@ def run_migrations_online() -> None:
                 context.run_migrations()
             connection.commit()
         finally:
-            connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": MIGRATION_LOCK})
+            locks.session_unlock_sync(connection, locks.MIGRATION)
             connection.commit()
     engine.dispose()
 

@@ -29,6 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from approvals import activity
 from approvals.identity import os_account
+from engine import locks
 from engine import schema as t
 from engine.db import create_engine
 from scenarios.dataset import generate, write_scenario_files
@@ -165,7 +166,7 @@ async def reseed(
     """Inside the caller's transaction: check, wipe, write the price book, ledgers and dataset_info, and
     put the reseed on record when it erased anything."""
     # Two seeders at once would otherwise both pass the check and interleave their rebuilds.
-    await conn.execute(select(func.pg_advisory_xact_lock(func.hashtext("billsleuth.seed"))))
+    await locks.xact_lock(conn, locks.LEDGER)
     await check_replaceable(conn, force)
     erased, erased_issued = await row_counts(conn), await issued_notes(conn)
     await wipe(conn)

@@ -28,7 +28,7 @@ from datetime import date
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import and_, select, text, update
+from sqlalchemy import and_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agent.auditor.run import AuditReport, Progress, audit_all, latest_issue_date
@@ -44,13 +44,13 @@ from agent.auditor.sweep_record import (
     record_sweep,
 )
 from approvals import activity
+from engine import locks
 from engine import schema as t
 from engine.db import create_engine, driver_connection
 from engine.money import fmt, money
 
 __all__ = ["Key", "SweepFinding", "SweepResult", "key_of", "record_sweep"]
 
-DIGEST_LOCK = "billsleuth:findings-digest"  # one digest claims at a time, across processes
 POSTED = "sweep.posted"  # activity_log: a digest listed these findings
 DAILY_RUN = "sweep.daily_run"  # activity_log: the bot's daily findings sweep ran for this UTC day
 SHARD_PLAN = "sweep.shard_plan"  # activity_log: the id ranges a day's sweep is split into
@@ -76,7 +76,7 @@ async def claim_unposted(conn: AsyncConnection, keys: Sequence[Key]) -> list[Swe
     digest and then marks them (mark_posted) before it commits. Claims are taken one digest at a time
     (an advisory lock), so a concurrent digest waits and then finds them posted; if posting fails the
     transaction rolls back and nothing is marked."""
-    await conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": DIGEST_LOCK})
+    await locks.xact_lock(conn, locks.FINDINGS_DIGEST)
     return await current_findings(await driver_connection(conn), keys, unposted=True)
 
 
@@ -163,10 +163,6 @@ async def record_daily_run(conn: AsyncConnection, day: date, posted: int) -> Non
 Shard = tuple[str | None, str | None]  # [lo, hi] customer ids, None: unbounded
 
 
-def _shard_lock(day: date, shard: int) -> str:
-    return f"billsleuth:sweep-shard:{day.isoformat()}:{shard}"
-
-
 def _shard_entity(day: date, shard: int) -> str:
     return f"{day.isoformat()}:{shard}"
 
@@ -189,9 +185,7 @@ def split(ids: Sequence[str], shards: int) -> list[Shard]:
 
 async def shard_plan(conn: AsyncConnection, day: date, shards: int = SHARDS) -> list[Shard]:
     """The day's ranges: made by the first process to ask (under a lock), read by every other."""
-    await conn.execute(
-        text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": f"billsleuth:sweep-plan:{day}"}
-    )
+    await locks.xact_lock(conn, locks.sweep_plan(day))
     log = t.activity_log.c
     found = await conn.execute(
         select(log.details).where(log.action == SHARD_PLAN, log.entity_id == day.isoformat()).limit(1)
@@ -216,10 +210,9 @@ async def audit_free_shards(url: str, day: date, *, by: str = "") -> list[int]:
             as_of = await latest_issue_date(conn) or day  # every shard audits as of the same date
         for shard, (lo, hi) in enumerate(plan):
             async with engine.begin() as conn:  # the shard's lock: held until its findings are on record
-                got = await conn.execute(
-                    text("SELECT pg_try_advisory_xact_lock(hashtext(:key))"), {"key": _shard_lock(day, shard)}
-                )
-                if not got.scalar_one() or await _shard_done(conn, day, shard):
+                if not await locks.try_xact_lock(conn, locks.sweep_shard(day, shard)) or await _shard_done(
+                    conn, day, shard
+                ):
                     continue
                 report = await audit_all(url, as_of, lo=lo, hi=hi)
                 await record_findings(await driver_connection(conn), report.findings)

@@ -41,7 +41,7 @@ from approvals.models import (
     NoteStatus,
     Rule,
 )
-from engine import schema
+from engine import locks, schema
 from engine.db import autocommit, create_engine, reading
 from engine.logcontext import bind
 
@@ -817,22 +817,20 @@ class CaseService:
     async def _case_lock(self, case_id: str, *, wait: bool = True) -> AsyncIterator[bool]:
         """Hold the case's advisory lock (one graph run per case across processes); yields whether it
         was taken — always True when waiting, False when `wait=False` and another process holds it."""
-        key = {"key": f"case:{case_id}"}
+        key = locks.case(case_id)
         # A session-level lock needs no transaction: in autocommit, no BEGIN and COMMIT around the run.
         async with self._lock_holders, autocommit(self.engine) as conn:
             if wait:
-                await conn.execute(text("SELECT pg_advisory_lock(hashtext(:key))"), key)
+                await locks.session_lock(conn, key)
                 taken = True
             else:
-                taken = bool(
-                    (await conn.execute(text("SELECT pg_try_advisory_lock(hashtext(:key))"), key)).scalar()
-                )
+                taken = await locks.try_session_lock(conn, key)
             try:
                 with bind(case_id=case_id):  # every log line of this run names the case
                     yield taken
             finally:
                 if taken:
-                    await conn.execute(text("SELECT pg_advisory_unlock(hashtext(:key))"), key)
+                    await locks.session_unlock(conn, key)
                 await conn.commit()
 
 

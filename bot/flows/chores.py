@@ -11,6 +11,7 @@ from datetime import timedelta
 from approvals import queries
 from bot.flows.show import redraw_behind, settle_card, show_case_result
 from bot.runtime import BotRuntime
+from engine import locks
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ async def recover_interrupted(runtime: BotRuntime, *, idle_for: timedelta | None
 
 
 async def _recover_once(runtime: BotRuntime, idle_for: timedelta | None) -> list[str]:
-    async with runtime.locks.leading("billsleuth:recover") as leader:
+    async with runtime.locks.leading(locks.RECOVER) as leader:
         if not leader:
             return []
         recovered = await runtime.service.recover(idle_for=idle_for)

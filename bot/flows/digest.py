@@ -34,12 +34,12 @@ from bot.flows.one_person import tell
 from bot.presenters.digest import digest_view, posted_digest_view
 from bot.runtime import BotRuntime
 from bot.store import CaseRequest
+from engine import locks
 from engine.db import libpq_url_of
 from engine.money import fmt
 
 log = logging.getLogger(__name__)
 
-DAILY_LOCK = "billsleuth:daily-findings-sweep"  # one bot process posts the day's digest
 DEFAULT_DAILY_CHECK_SECONDS = 60.0  # how often the bot looks whether the day's run is due
 RETRY_AFTER_FAILURE_SECONDS = 600.0  # a day's run that failed (the bot not in the channel) is tried again
 
@@ -97,7 +97,7 @@ async def daily_findings_digest(runtime: BotRuntime, now: datetime | None = None
             return None
     # The audit is CPU-bound: its own loop in a thread keeps this loop answering Slack meanwhile.
     await asyncio.to_thread(_shards_in_a_thread, libpq_url_of(runtime.engine), day)
-    async with runtime.locks.leading(DAILY_LOCK) as leader:
+    async with runtime.locks.leading(locks.DAILY_FINDINGS_SWEEP) as leader:
         if not leader:
             return None
         async with runtime.engine.connect() as conn:
@@ -165,7 +165,7 @@ async def redraw_digest(runtime: BotRuntime, channel: str, ts: str, as_of: date)
     """The digest again, the finding whose case was just opened showing its case instead of a button."""
     # Read and drawn under the digest's lock: two cases opened at once from one digest both show, the
     # second redraw reading after the first was drawn.
-    async with runtime.locks.locked(f"billsleuth:findings-digest:{channel}:{ts}"):
+    async with runtime.locks.locked(locks.digest_message(channel, ts)):
         view = await posted_digest_view(runtime.engine, channel, ts, as_of)
         if view is None:
             return

@@ -18,7 +18,6 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 
 import psycopg
-from sqlalchemy import text
 
 from agent.cases.service import OPENED_FROM_CLI
 from agent.graph.state import UNFINISHED
@@ -30,6 +29,7 @@ from bot.flows.home import publish_home
 from bot.flows.policy import announce_policy_changes
 from bot.flows.show import redraw_if_behind
 from bot.runtime import BotRuntime
+from engine import locks
 from engine.db import libpq_url_of
 
 log = logging.getLogger(__name__)
@@ -86,9 +86,7 @@ async def _delivering(runtime: BotRuntime, case_id: str) -> AsyncIterator[None]:
     advisory lock, not Locks.locked: the redraw takes the card's lock inside, and Locks' local stripes must
     not nest."""
     async with runtime.engine.begin() as conn:
-        await conn.execute(
-            text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": f"billsleuth:deliver:{case_id}"}
-        )
+        await locks.xact_lock(conn, locks.delivery(case_id))
         yield
 
 

@@ -20,10 +20,9 @@ from approvals import activity, seals
 from approvals.seals import Seal
 from bot.cards.seal import seal_message
 from bot.runtime import BotRuntime
+from engine import locks
 
 log = logging.getLogger(__name__)
-
-DUE_LOCK = "billsleuth:seal-due"  # one bot process looks at a time; the others skip the round
 
 
 def seal_recipients(finance_channel: str, approvers: Iterable[str]) -> tuple[str, ...]:
@@ -70,7 +69,7 @@ async def seal_when_due(runtime: BotRuntime, now: datetime | None = None) -> Sea
         return None  # nobody to post to (doctor says so); not a warning a minute
     now = now or datetime.now(UTC)
     day_start = datetime.combine(now.astimezone(UTC).date(), time.min, tzinfo=UTC)
-    async with runtime.locks.leading(DUE_LOCK) as leader:
+    async with runtime.locks.leading(locks.SEAL_DUE) as leader:
         if not leader:
             return None
         async with runtime.engine.connect() as conn:

@@ -27,6 +27,7 @@ from bot.presenters.approver import CARD_VIEWER, card_message, read_approver_vie
 from bot.presenters.cases import case_message
 from bot.presenters.rounds import rounds_in
 from bot.runtime import BotRuntime
+from engine import locks
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ async def put_case_message(
 
 async def refresh_card(runtime: BotRuntime, credit_note_id: str) -> bool:
     """Redraw the note's evidence card from the database as it stands now; False when it has no card."""
-    async with runtime.locks.locked(f"billsleuth:card:{credit_note_id}") as conn:
+    async with runtime.locks.locked(locks.card(credit_note_id)) as conn:
         # One read of the note, its votes and its case: the card is drawn from it, and marked as drawn
         # from the same state.
         view = await read_approver_view(runtime.service, credit_note_id, viewer=CARD_VIEWER, conn=conn)
