@@ -22,13 +22,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from approvals import activity
 from approvals.config import ApprovalSettings
 from approvals.decisions import Ballot, check_identity, check_not_requester, record_refused
-from approvals.models import ApprovalRefused, DecisionOutcome, NoteStatus, Rule
+from approvals.models import ApprovalRefused, Decision, DecisionOutcome, NoteStatus, Rule
 from approvals.policy import utc_now
 from approvals.queries import note_row_in, votes_in
 from engine import schema as t
 from engine.logcontext import bind
-
-CANCEL = "cancel"
 
 
 async def cancel(
@@ -47,7 +45,13 @@ async def cancel(
     cancelled. Raises ApprovalRefused (recorded; nothing else changes), UnknownCreditNote."""
     with bind(credit_note_id=credit_note_id):
         ballot = Ballot(
-            credit_note_id, approver, CANCEL, (reason or "").strip(), requester, approver_is_bot, source
+            credit_note_id,
+            approver,
+            Decision.CANCEL,
+            (reason or "").strip(),
+            requester,
+            approver_is_bot,
+            source,
         )
         try:
             async with engine.begin() as conn:
@@ -103,7 +107,7 @@ async def _cancel_locked(
     source: str | None = None,
 ) -> DecisionOutcome:
     """approved → cancelled on a note whose row lock the caller holds."""
-    approvals = sum(v.decision == "approve" for v in await votes_in(conn, note.id))
+    approvals = sum(v.decision == Decision.APPROVE for v in await votes_in(conn, note.id))
     if note.status == NoteStatus.CANCELLED:
         message = f"{note.id} is already cancelled; nothing changed"
         return DecisionOutcome(note.id, NoteStatus.CANCELLED, approvals, note.needed, False, message)

@@ -28,15 +28,18 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from approvals import activity
 from approvals.config import ApprovalSettings, is_slack_user_id
 from approvals.expiry import expire_if_overdue
-from approvals.models import CLI_SOURCE, ApprovalRefused, DecisionOutcome, NoteStatus, Rule, Vote
+from approvals.models import CLI_SOURCE, ApprovalRefused, Decision, DecisionOutcome, NoteStatus, Rule, Vote
 from approvals.policy import note_args_hash, utc_now
-from approvals.queries import APPROVE, REJECT, note_row_in, votes_in
+from approvals.queries import note_row_in, votes_in
 from engine import schema as t
 from engine.logcontext import bind
 
-OUTCOME = {APPROVE: NoteStatus.APPROVED, REJECT: NoteStatus.REJECTED}
+OUTCOME = {Decision.APPROVE: NoteStatus.APPROVED, Decision.REJECT: NoteStatus.REJECTED}
 # Statuses that already carry a decision's outcome: issuing is what follows an approval.
-SAME_OUTCOME = {APPROVE: (NoteStatus.APPROVED, NoteStatus.ISSUED), REJECT: (NoteStatus.REJECTED,)}
+SAME_OUTCOME = {
+    Decision.APPROVE: (NoteStatus.APPROVED, NoteStatus.ISSUED),
+    Decision.REJECT: (NoteStatus.REJECTED,),
+}
 
 
 class _Overdue(Exception):
@@ -141,7 +144,7 @@ async def _count_vote(
     now = now or utc_now()  # the vote counts at the moment it holds the note, not when it was cast
     check_identity(ballot, settings)
     await check_not_requester(conn, ballot, note.case_id)
-    if ballot.decision == REJECT and not ballot.comment:
+    if ballot.decision == Decision.REJECT and not ballot.comment:
         raise ApprovalRefused(Rule.REASON_REQUIRED, "a reject needs a reason")
     votes = await votes_in(conn, note.id)
     if note.status != NoteStatus.DRAFT:
@@ -159,8 +162,8 @@ async def _count_vote(
         )
     check_one_vote_per_os_account(ballot, votes, note.id)
     await _insert_vote(conn, note, ballot, now)
-    approvals = len(current_approvals(votes, settings)) + (ballot.decision == APPROVE)
-    if ballot.decision == APPROVE and approvals < note.needed:
+    approvals = len(current_approvals(votes, settings)) + (ballot.decision == Decision.APPROVE)
+    if ballot.decision == Decision.APPROVE and approvals < note.needed:
         waiting = f"Approval recorded for {note.id}: {approvals} of {note.needed}; it needs another approver"
         return DecisionOutcome(note.id, NoteStatus.DRAFT, approvals, note.needed, True, waiting)
     await _resolve(conn, note, ballot, approvals, now)
@@ -236,7 +239,7 @@ def _expired(credit_note_id: str) -> ApprovalRefused:
 def current_approvals(votes: list[Vote], settings: ApprovalSettings) -> list[Vote]:
     """The approve votes that still carry weight: those of people on the approver list today. A vote
     stays on record when its author leaves finance, but no longer moves money."""
-    return [v for v in votes if v.decision == APPROVE and v.approver in settings.approvers]
+    return [v for v in votes if v.decision == Decision.APPROVE and v.approver in settings.approvers]
 
 
 def _settled(note: Row[Any], decision: str, votes: list[Vote]) -> DecisionOutcome:
@@ -248,7 +251,7 @@ def _settled(note: Row[Any], decision: str, votes: list[Vote]) -> DecisionOutcom
             Rule.CONFLICT,
             f"{note.id} is already {note.status}; a {decision} now would contradict that decision",
         )
-    approvals = sum(v.decision == APPROVE for v in votes)
+    approvals = sum(v.decision == Decision.APPROVE for v in votes)
     return DecisionOutcome(
         note.id,
         note.status,
@@ -311,6 +314,6 @@ async def _resolve(
 
 
 def _resolved_message(credit_note_id: str, ballot: Ballot) -> str:
-    if ballot.decision == REJECT:
+    if ballot.decision == Decision.REJECT:
         return f"{credit_note_id} rejected: {ballot.comment}"
     return f"{credit_note_id} approved"

@@ -26,9 +26,9 @@ from approvals.limits import (
     paid_total,
     utc_day,
 )
-from approvals.models import OPEN_NOTES, IssueOutcome, IssueRefused, NoteStatus, Rule, Vote
+from approvals.models import OPEN_NOTES, Decision, IssueOutcome, IssueRefused, NoteStatus, Rule, Vote
 from approvals.policy import note_args_hash, utc_now
-from approvals.queries import APPROVE, note_row_in, votes_in
+from approvals.queries import note_row_in, votes_in
 from engine import schema as t
 from engine.logcontext import bind
 from engine.money import fmt, fmt_amount
@@ -115,7 +115,7 @@ async def _issue(
 def _check_bound_to_approvals(note: Row[Any], votes: list[Vote]) -> None:
     """The approvals must be for exactly these arguments: recompute the hash from the row as it is."""
     current = note_args_hash(note)
-    approvals = [v for v in votes if v.decision == APPROVE]
+    approvals = [v for v in votes if v.decision == Decision.APPROVE]
     if current != note.args_hash or any(v.args_hash != current for v in approvals):
         raise IssueRefused(
             Rule.ARGS_MISMATCH,
@@ -131,7 +131,11 @@ def _check_bound_to_approvals(note: Row[Any], votes: list[Vote]) -> None:
 
 def _check_approved_in_time(note: Row[Any], votes: list[Vote]) -> None:
     """Every approval that carries the note was counted before the note expired."""
-    late = [v for v in votes if v.decision == APPROVE and note.expires_at and v.decided_at > note.expires_at]
+    late = [
+        v
+        for v in votes
+        if v.decision == Decision.APPROVE and note.expires_at and v.decided_at > note.expires_at
+    ]
     if late:
         raise IssueRefused(
             Rule.EXPIRED,
@@ -145,7 +149,7 @@ async def _reopen(
 ) -> IssueOutcome:
     """Approved by someone no longer on the approver list: the note goes back to waiting for a current
     approver (with a fresh approval window) instead of moving money on a departed person's word."""
-    removed = sorted({v.approver for v in votes if v.decision == APPROVE} - settings.approvers)
+    removed = sorted({v.approver for v in votes if v.decision == Decision.APPROVE} - settings.approvers)
     expires_at = now + settings.approval_ttl
     await conn.execute(
         update(t.credit_notes)

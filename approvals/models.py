@@ -47,6 +47,17 @@ CREDITED_NOTES = (NoteStatus.APPROVED, NoteStatus.ISSUED)
 NO_MONEY = (NoteStatus.REJECTED, NoteStatus.EXPIRED, NoteStatus.CANCELLED)
 
 
+class Decision(StrEnum):
+    """What a person decides on a credit note, at every door (Slack, the slash command, the CLI)."""
+
+    APPROVE = "approve"  # a vote for a draft
+    REJECT = "reject"  # a vote against a draft; needs a reason
+    # A reject that sends the draft back with a question: the case waits for the requester's answer, then
+    # investigates again (a new round). Recorded as a reject vote; the graph hears this.
+    REQUEST_CHANGES = "request_changes"
+    CANCEL = "cancel"  # the end of an approved note that was never issued; needs a reason
+
+
 class Rule(StrEnum):
     """The rule a refusal names. Values are stable: the activity log and the bot rely on them."""
 
@@ -66,7 +77,6 @@ class Rule(StrEnum):
     # deciding
     AGENT_CANNOT_APPROVE = "agent_cannot_approve"
     APPROVER_IS_BOT = "approver_is_bot"  # was "bot_cannot_approve" (issue 12 names it approver_is_bot)
-    BOT_CANNOT_APPROVE = "approver_is_bot"  # an alias of APPROVER_IS_BOT, for callers not renamed yet
     APPROVER_ID = "approver_id"
     NOT_AN_APPROVER = "not_an_approver"
     REQUESTER_CANNOT_APPROVE = "requester_cannot_approve"
@@ -81,6 +91,16 @@ class Rule(StrEnum):
     # who may read notes and open cases (BILLSLEUTH_SUPPORT and the approvers)
     NOT_ALLOWED_TO_READ = "not_allowed_to_read"
     NOT_ALLOWED_TO_OPEN = "not_allowed_to_open"
+    # what a Slack click or command names does not exist, or no longer allows it (the bot's refusals)
+    UNKNOWN_CREDIT_NOTE = "unknown_credit_note"
+    UNKNOWN_CASE = "unknown_case"
+    CASE_REQUIRED = "case_required"  # the note was not drafted by a case
+    CUSTOMER_CHOSEN_ALREADY = "customer_chosen_already"
+    NOT_AN_OTHER_FINDING = "not_an_other_finding"
+    LINKED_CASE_OPENED_ALREADY = "linked_case_opened_already"
+    # answering an approver's question (a round)
+    NOT_WAITING_FOR_AN_ANSWER = "not_waiting_for_an_answer"
+    ONLY_THE_REQUESTER_ANSWERS = "only_the_requester_answers"
     # issuing
     NOT_APPROVED = "not_approved"
     NOT_ENOUGH_APPROVALS = "not_enough_approvals"

@@ -13,12 +13,17 @@ from typing import Any
 from sqlalchemy import ColumnElement, Row, ScalarSelect, bindparam, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from approvals.models import OPEN_NOTES, CreditNoteView, NoteStatus, OpenNote, UnknownCreditNote, Vote
+from approvals.models import (
+    OPEN_NOTES,
+    CreditNoteView,
+    Decision,
+    NoteStatus,
+    OpenNote,
+    UnknownCreditNote,
+    Vote,
+)
 from engine import schema as t
 from engine.db import reading
-
-APPROVE = "approve"
-REJECT = "reject"
 
 # The statements every card draw and every decision runs, built once: building one costs about as much
 # CPU as running it (its compiled form is cached by SQLAlchemy either way).
@@ -58,8 +63,8 @@ def _vote(row: Row[Any]) -> Vote:
 
 
 def to_view(note: Row[Any], votes: Sequence[Vote]) -> CreditNoteView:
-    approvers = tuple(v.approver for v in votes if v.decision == APPROVE)
-    rejection = next((v for v in votes if v.decision == REJECT), None)
+    approvers = tuple(v.approver for v in votes if v.decision == Decision.APPROVE)
+    rejection = next((v for v in votes if v.decision == Decision.REJECT), None)
     return CreditNoteView(
         id=note.id,
         invoice_id=note.invoice_id,

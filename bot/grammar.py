@@ -15,13 +15,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agent.cases.intake import quoted_customer_ids
+from approvals.models import Decision
 
 # ---- requests: what people ask for, whichever door they use ----------------------------------------------
 
 CREDIT_NOTE_ID = re.compile(r"^CN-\d{4,}$")
 CASE_ID = re.compile(r"^CASE-\d{4,}$")
 # A vote on a draft (approve, reject), or the end of an approved note that was never issued (cancel).
-DECISIONS = ("approve", "reject", "cancel")
+DECISIONS = (Decision.APPROVE, Decision.REJECT, Decision.CANCEL)
 
 
 class OperationError(Exception):

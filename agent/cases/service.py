@@ -20,11 +20,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from agent.graph.configuration import CaseContext, Configuration
 from agent.graph.lazy_graph import LazyGraph
 from agent.graph.state import (
+    EXPIRED_RESUME,
     FINISHED,
-    REQUEST_CHANGES,
     UNFINISHED,
     CaseState,
     CaseStatus,
+    Resume,
     refused_at_issue,
 )
 from agent.model import budget
@@ -37,6 +38,7 @@ from approvals.models import (
     NO_MONEY,
     ApprovalRefused,
     CreditNoteView,
+    Decision,
     DecisionOutcome,
     NoteStatus,
     Rule,
@@ -67,6 +69,8 @@ OPENED_FROM_CLI = "case.opened_from_cli"
 _TELL_REQUESTER = text("SELECT outbox_add('case', :case_id, :case_id, :change)").bindparams(
     change=OPENED_FROM_CLI
 )
+# What a case hears when the sweep cancels its note, approved but never issued, for the hold limit.
+HOLD_LIMIT_PASSED = Resume.by_system(Decision.CANCEL, "hold limit passed")
 NOTE_LESS = (CaseStatus.EXPLAINED, CaseStatus.NEEDS_CUSTOMER)  # statuses whose case JSON shows no note
 
 
@@ -312,11 +316,11 @@ class CaseService:
         credit_note_id: str,
         *,
         approver: str,
-        decision: str,
+        decision: Decision,
         comment: str = "",
         approver_is_bot: bool = False,
         source: str | None = None,
-        resume_as: str | None = None,
+        resume_as: Decision | None = None,
     ) -> tuple[DecisionOutcome, dict[str, Any]]:
         """Claim the decision in the database first (compare-and-set), then resume the paused graph.
         `source`: where the vote came from, `slack:<team id>` or `cli:<os account>` (approvals.source).
@@ -339,11 +343,10 @@ class CaseService:
             )
         except ApprovalRefused as refusal:
             if refusal.rule == Rule.EXPIRED:  # the vote found the draft overdue and expired it
-                await self.resume(note.case_id, {"approver": "system", "decision": "expire", "comment": ""})
+                await self.resume(note.case_id, EXPIRED_RESUME)
             raise
         if outcome.changed:
-            heard = {"approver": approver, "decision": resume_as or decision, "comment": comment}
-            await self.resume(note.case_id, heard)
+            await self.resume(note.case_id, Resume(approver, resume_as or decision, comment))
         return outcome, await self.show_case(note.case_id)
 
     async def request_changes(
@@ -361,11 +364,11 @@ class CaseService:
         return await self.decide(
             credit_note_id,
             approver=approver,
-            decision="reject",
+            decision=Decision.REJECT,
             comment=question,
             approver_is_bot=approver_is_bot,
             source=source,
-            resume_as=REQUEST_CHANGES,
+            resume_as=Decision.REQUEST_CHANGES,
         )
 
     async def resubmit(
@@ -483,9 +486,7 @@ class CaseService:
             source=source,
         )
         if outcome.changed:
-            await self.take_note_outcome(
-                note.case_id, {"approver": approver, "decision": "cancel", "comment": reason}
-            )
+            await self.take_note_outcome(note.case_id, Resume(approver, Decision.CANCEL, reason))
         return outcome, await self.show_case(note.case_id)
 
     async def settings_in_force(self) -> ApprovalSettings:
@@ -497,7 +498,7 @@ class CaseService:
                 self.approval_settings = stored
         return self.approval_settings
 
-    async def take_note_outcome(self, case_id: str, decision: dict[str, Any]) -> bool:
+    async def take_note_outcome(self, case_id: str, decision: Resume) -> bool:
         """Let the case take its note's outcome: resume it when it is waiting; a case that already ended
         with its note approved (an escalated case whose issue was refused, then cancelled) is rewritten in
         place, so its reply promises no money either."""
@@ -516,12 +517,13 @@ class CaseService:
                 return False
             from agent.graph.graph import settled_on_note  # a graph is running: LangGraph is loaded already
 
-            ended = {"decisions": [*values.get("decisions", []), decision], **settled_on_note(values, note)}
+            heard = [*values.get("decisions", []), decision.to_dict()]
+            ended = {"decisions": heard, **settled_on_note(values, note)}
             await self.graph.aupdate_state(self._config(case_id), ended, as_node=WAITING_NODE)
             await self.sync_case(case_id)
         return True
 
-    async def resume(self, case_id: str, decision: dict[str, Any]) -> bool:
+    async def resume(self, case_id: str, decision: Resume) -> bool:
         """Resume a case waiting for approval; one resumer at a time per case (advisory lock).
 
         LangGraph does not stop two concurrent resumes of one thread, and resuming a thread that is not
@@ -535,7 +537,7 @@ class CaseService:
             from langgraph.types import Command  # loaded by the graph already; not at import time
 
             values = await self.graph.ainvoke(
-                Command(resume=decision),
+                Command(resume=decision.to_dict()),
                 self._config(case_id),
                 context=self._context(None),
                 durability="sync",
@@ -563,8 +565,7 @@ class CaseService:
             settled += await self.settle_waiting_cases(release_held=False)
         ended = await cancelling.cancel_held_too_long(self.engine, list(refused), settings, now, refused=True)
         for note_id in ended:  # their cases escalated: rewritten in place, the reply promising nothing
-            decision = {"approver": "system", "decision": "cancel", "comment": "hold limit passed"}
-            if await self.take_note_outcome(refused[note_id], decision):
+            if await self.take_note_outcome(refused[note_id], HOLD_LIMIT_PASSED):
                 settled.append(refused[note_id])
         return Sweep(expired, settled, cancelled + ended)
 
@@ -629,8 +630,8 @@ class CaseService:
             return False
         if note.status == NoteStatus.APPROVED and (not release_held or await self._held(note)):
             return False  # held: without room today, resuming would only record the same hard stop again
-        decision = {"approver": "system", "decision": note.status, "comment": ""}
-        return await self.resume(case_id, decision) or await self._catch_up(case_id)
+        settled = Resume.by_system(note.status)
+        return await self.resume(case_id, settled) or await self._catch_up(case_id)
 
     async def _held(self, note: CreditNoteView) -> bool:
         """Whether the daily limit holds a waiting case's approved note (approvals.holds)."""

@@ -31,14 +31,14 @@ from agent.graph.investigators import (
     investigate_offline,
     read_what_was_asked,
 )
-from agent.graph.state import MAX_ROUNDS, REQUEST_CHANGES, CaseState, CaseStatus
+from agent.graph.state import MAX_ROUNDS, CaseState, CaseStatus, Resume
 from agent.graph.tool_context import ToolContext
 from agent.graph.verify import verify_findings, verify_other_findings
 from agent.graph.write_up import COMPLAINT, compose_reply, ungrounded_in_reply
 from agent.model import budget
 from agent.model.costs import endpoint_host
 from approvals import drafting, holds, issuing, queries
-from approvals.models import NO_MONEY, CreditNoteView, NoteStatus, Refused, Rule
+from approvals.models import NO_MONEY, CreditNoteView, Decision, NoteStatus, Refused, Rule
 from engine import schema
 from engine.db import reading
 from engine.money import fmt
@@ -289,10 +289,11 @@ async def await_approval(state: CaseState, runtime: Runtime[CaseContext]) -> dic
     context = runtime.context
     note = state["credit_note"]
     assert note is not None
-    decision = interrupt({"credit_note_id": note["id"], "amount": note["amount"], "needed": note["needed"]})
+    asked = {"credit_note_id": note["id"], "amount": note["amount"], "needed": note["needed"]}
+    decision = Resume.from_dict(interrupt(asked))
     current = await queries.get_credit_note(context.engine, note["id"])
-    decisions = [*state.get("decisions", []), decision]
-    if decision.get("decision") == REQUEST_CHANGES and current.status == NoteStatus.REJECTED:
+    decisions = [*state.get("decisions", []), decision.to_dict()]
+    if decision.decision == Decision.REQUEST_CHANGES and current.status == NoteStatus.REJECTED:
         sent_back = _changes_requested(state, decision)
         return {"decisions": decisions, "credit_note": current.summary(), **sent_back}
     if current.status == NoteStatus.APPROVED:
@@ -319,14 +320,14 @@ async def await_approval(state: CaseState, runtime: Runtime[CaseContext]) -> dic
     return {"decisions": decisions, **settled_on_note(state, current)}
 
 
-def _changes_requested(state: CaseState, decision: dict[str, Any]) -> dict[str, Any]:
+def _changes_requested(state: CaseState, decision: Resume) -> dict[str, Any]:
     """The approver sent the note back with a question: the case waits for the requester's answer — or,
     after the last round, escalates to a person, its reply promising no money."""
     note = state["credit_note"]
     assert note is not None
     round_ = state.get("round", 1)
-    asked = {"round": round_, "credit_note_id": note["id"], "asked_by": decision["approver"]}
-    rounds = [*state.get("rounds", []), {**asked, "question": decision.get("comment", "")}]
+    asked = {"round": round_, "credit_note_id": note["id"], "asked_by": decision.approver}
+    rounds = [*state.get("rounds", []), {**asked, "question": decision.comment}]
     if round_ < MAX_ROUNDS:
         return {"rounds": rounds, "status": CaseStatus.REVISION_REQUESTED.value}
     findings = state["findings"]

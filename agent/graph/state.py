@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal, NotRequired, TypedDict
 
@@ -33,10 +35,40 @@ SETTLED = (CaseStatus.ISSUED, CaseStatus.REJECTED, CaseStatus.EXPIRED, CaseStatu
 FINISHED = (CaseStatus.NEEDS_CUSTOMER, CaseStatus.EXPLAINED, *SETTLED, CaseStatus.ESCALATED)
 
 
-# An approver's "Request changes": the note is rejected with their question, and the case waits for the
-# requester's answer, then investigates again (a new round). The third round's note cannot be sent back.
-REQUEST_CHANGES = "request_changes"
+# An approver's "Request changes" (Decision.REQUEST_CHANGES) sends the note back at most this many rounds:
+# the third round's note cannot be sent back.
 MAX_ROUNDS = 3
+
+SYSTEM = "system"  # who resumes a case when no person did (a sweep, an expiry, the hold limit)
+EXPIRE = "expire"  # what a case hears when its draft ran out of time
+
+
+@dataclass(frozen=True)
+class Resume:
+    """What a case waiting for approval hears when it is resumed (LangGraph's `Command(resume=…)`): who
+    decided what, and why. Checkpoints and the state's `decisions` list hold it as a dict with these three
+    keys, so a case paused by an older process resumes the same way (`to_dict`, `from_dict`).
+
+    `decision`: a person's Decision; EXPIRE; or, when the sweep settles a note decided elsewhere, the
+    note's status."""
+
+    approver: str
+    decision: str
+    comment: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        return {"approver": self.approver, "decision": str(self.decision), "comment": self.comment}
+
+    @classmethod
+    def from_dict(cls, heard: Mapping[str, Any]) -> Resume:
+        return cls(str(heard["approver"]), str(heard["decision"]), str(heard.get("comment") or ""))
+
+    @classmethod
+    def by_system(cls, decision: str, comment: str = "") -> Resume:
+        return cls(SYSTEM, decision, comment)
+
+
+EXPIRED_RESUME = Resume.by_system(EXPIRE)  # the draft ran out of time: the reply promises nothing
 
 
 def refused_at_issue(note_status: str, case_status: str) -> bool:

@@ -17,9 +17,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.cases.service import CaseNotFound
-from agent.graph.state import REQUEST_CHANGES
+from agent.graph.state import EXPIRED_RESUME
 from approvals import queries
-from approvals.models import SLACK_SOURCE, DecisionOutcome, Refused, Rule, UnknownCreditNote
+from approvals.models import (
+    SLACK_SOURCE,
+    Decision,
+    DecisionOutcome,
+    NoteStatus,
+    Refused,
+    Rule,
+    UnknownCreditNote,
+)
 from bot.cards import already_decided_message, parse_block_id, reason_modal, stale_card_message
 from bot.cards.models import Message, RejectModalMetadata
 from bot.flows.home import publish_home
@@ -31,11 +39,13 @@ from bot.runtime import BotRuntime
 
 log = logging.getLogger(__name__)
 
-UNKNOWN_NOTE_RULE = "unknown_credit_note"
-EXPIRE_DECISION = {"approver": "system", "decision": "expire", "comment": ""}
-CANCEL = "cancel"
 # The note status a decision acts on: votes on a draft, a cancel on an approved note never issued.
-OPEN_STATUS = {"approve": "draft", "reject": "draft", REQUEST_CHANGES: "draft", CANCEL: "approved"}
+OPEN_STATUS = {
+    Decision.APPROVE: NoteStatus.DRAFT,
+    Decision.REJECT: NoteStatus.DRAFT,
+    Decision.REQUEST_CHANGES: NoteStatus.DRAFT,
+    Decision.CANCEL: NoteStatus.APPROVED,
+}
 
 
 @dataclass(frozen=True)
@@ -98,13 +108,13 @@ def slack_source(team_id: str | None) -> str:
 
 
 async def precheck(
-    runtime: BotRuntime, credit_note_id: str, seen_revision: int | None, decision: str = "approve"
+    runtime: BotRuntime, credit_note_id: str, seen_revision: int | None, decision: Decision = Decision.APPROVE
 ) -> Message | None:
     """Why a click should change nothing (unknown note, already decided, stale card), or None."""
     try:
         note = await queries.get_credit_note(runtime.engine, credit_note_id)
     except UnknownCreditNote:
-        return refusal(UNKNOWN_NOTE_RULE, f"there is no credit note {credit_note_id}")
+        return refusal(Rule.UNKNOWN_CREDIT_NOTE, f"there is no credit note {credit_note_id}")
     if note.status != OPEN_STATUS[decision]:
         return already_decided_message(note.id, note.status)
     if seen_revision is not None and seen_revision < card_revision(note):
@@ -117,7 +127,7 @@ async def decide(
     credit_note_id: str,
     *,
     user_id: str,
-    decision: str,
+    decision: Decision,
     comment: str = "",
     seen_revision: int | None = None,
     source: str | None = None,
@@ -136,11 +146,11 @@ async def decide(
     service = runtime.service
     try:
         is_bot = from_a_bot or sent_by_a_bot({}, user_id, await runtime.installation())
-        if decision == CANCEL:
+        if decision == Decision.CANCEL:
             outcome, case = await service.cancel(
                 credit_note_id, approver=user_id, reason=comment, approver_is_bot=is_bot, source=source
             )
-        elif decision == REQUEST_CHANGES:
+        elif decision == Decision.REQUEST_CHANGES:
             outcome, case = await service.request_changes(
                 credit_note_id, approver=user_id, question=comment, approver_is_bot=is_bot, source=source
             )
@@ -154,13 +164,13 @@ async def decide(
                 source=source,
             )
     except UnknownCreditNote:
-        return DecisionReport(refusal(UNKNOWN_NOTE_RULE, f"there is no credit note {credit_note_id}"))
+        return DecisionReport(refusal(Rule.UNKNOWN_CREDIT_NOTE, f"there is no credit note {credit_note_id}"))
     except CaseNotFound as error:
-        return DecisionReport(refusal("case_required", str(error).strip("'\"")))
+        return DecisionReport(refusal(Rule.CASE_REQUIRED, str(error).strip("'\"")))
     except Refused as refused:
         if refused.rule == Rule.EXPIRED:
             await settle_expired(runtime, credit_note_id)
-        return DecisionReport(refusal(str(refused.rule), refused.message))
+        return DecisionReport(refusal(refused.rule, refused.message))
     await settle_card(runtime, credit_note_id)  # and, for a note sent back, the question in the thread
     notice = None if outcome.changed else already_decided_message(credit_note_id, outcome.status)
     return DecisionReport(notice, outcome, case)
@@ -170,7 +180,7 @@ async def settle_expired(runtime: BotRuntime, credit_note_id: str) -> None:
     """A vote found the draft overdue (and expired it): let its case rewrite the reply, redraw the card."""
     note = await queries.get_credit_note(runtime.engine, credit_note_id)
     if note.case_id is not None:
-        await runtime.service.resume(note.case_id, dict(EXPIRE_DECISION))
+        await runtime.service.resume(note.case_id, EXPIRED_RESUME)
     await settle_card(runtime, credit_note_id)
 
 
@@ -183,7 +193,7 @@ async def approve(runtime: BotRuntime, click: Click) -> None:
         runtime,
         click.credit_note_id,
         user_id=click.user_id,
-        decision="approve",
+        decision=Decision.APPROVE,
         seen_revision=click.revision,
         source=click.source,
         from_a_bot=click.from_a_bot,
@@ -194,7 +204,7 @@ async def approve(runtime: BotRuntime, click: Click) -> None:
         await publish_home(runtime, click.user_id)
 
 
-async def ask_for_reason(runtime: BotRuntime, decision: str, click: Click) -> None:
+async def ask_for_reason(runtime: BotRuntime, decision: Decision, click: Click) -> None:
     """Reject or Cancel clicked: open the reason modal for `decision` at once — the click's trigger_id
     lives three seconds, so this runs in the listener itself, after only two quick reads (is the note
     still open? its currency) — or, when the click can change nothing (the note moved on, the card is
@@ -219,7 +229,7 @@ async def decide_with_reason(
     runtime: BotRuntime,
     meta: RejectModalMetadata,
     user_id: str,
-    decision: str,
+    decision: Decision,
     reason: str,
     source: str | None = None,
     *,

@@ -208,7 +208,7 @@ async def pick_customer(runtime: BotRuntime, user_id: str, value: str, channel: 
         await tell_not_allowed_to_open(runtime, user_id, channel, None)
         return
     if not await runtime.service.choose_customer(case_id, customer_id, by=user_id):
-        why = refusal("customer_chosen_already", f"case {case_id} has its customer already")
+        why = refusal(Rule.CUSTOMER_CHOSEN_ALREADY, f"case {case_id} has its customer already")
         await tell(runtime, user_id, why, channel=channel)
         return
     row = await runtime.service.case_row(case_id)

@@ -10,6 +10,7 @@ from typing import Any
 from agent.cases.intake import parse_complaint
 from agent.cases.service import CaseNotFound
 from agent.graph.prompts import linked_case_question
+from approvals.models import Rule
 from bot import store
 from bot.flows.investigate import investigate, tell_not_allowed_to_open
 from bot.flows.one_person import refusal, tell
@@ -34,13 +35,15 @@ async def open_linked_case(
     try:
         case, row = await service.show_case(case_id), await service.case_row(case_id)
     except CaseNotFound:
-        await tell(runtime, user_id, refusal("unknown_case", f"there is no case {case_id}"), channel=channel)
+        await tell(
+            runtime, user_id, refusal(Rule.UNKNOWN_CASE, f"there is no case {case_id}"), channel=channel
+        )
         return None
     # Only a finding the case itself verified: the button's value names it, the case vouches for it.
     other = next((o for o in case["other_findings"] if o["invoice_id"] == invoice_id), None)
     if other is None or not row.customer_id or not row.channel:
         why = f"{invoice_id or 'that invoice'} is not one of case {case_id}'s other overcharges"
-        await tell(runtime, user_id, refusal("not_an_other_finding", why), channel=channel)
+        await tell(runtime, user_id, refusal(Rule.NOT_AN_OTHER_FINDING, why), channel=channel)
         return None
     language = parse_complaint(row.question).language
     question = linked_case_question(language, case_id, invoice_id, other["overcharge"], other["root_cause"])
@@ -51,7 +54,7 @@ async def open_linked_case(
     await show_case_result(runtime, case)  # the original card: the linked case's id for the button
     if claim.outcome != ClaimOutcome.CLAIMED:
         why = f"{invoice_id} has its case already: {claim.case_id}"
-        await tell(runtime, user_id, refusal("linked_case_opened_already", why), channel=channel)
+        await tell(runtime, user_id, refusal(Rule.LINKED_CASE_OPENED_ALREADY, why), channel=channel)
         return None
     log.info("case %s opened from %s for %s by %s", claim.case_id, case_id, invoice_id, user_id)
     return await investigate(runtime, request, case_id=claim.case_id)

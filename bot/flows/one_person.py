@@ -8,7 +8,7 @@ from typing import Any
 
 from agent.cases.service import CaseNotFound
 from approvals import queries
-from approvals.models import UnknownCreditNote
+from approvals.models import Rule, UnknownCreditNote
 from bot.cards import refusal_message
 from bot.cards.models import Message, Refusal
 from bot.runtime import BotRuntime
@@ -16,7 +16,7 @@ from bot.runtime import BotRuntime
 log = logging.getLogger(__name__)
 
 
-def refusal(rule: str, reason: str) -> Message:
+def refusal(rule: Rule, reason: str) -> Message:
     return refusal_message(Refusal(rule, reason))
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from agent.cases.customers import find_customer
 from agent.cases.service import CaseNotFound, CaseService
 from approvals import queries
-from approvals.models import Refused, UnknownCreditNote
+from approvals.models import Decision, Refused, UnknownCreditNote
 from bot.grammar import (
     Decide,
     ListNotes,
@@ -122,7 +122,7 @@ async def _show_note(service: CaseService, request: ShowNote) -> Result:
 
 async def _decide(service: CaseService, request: Decide) -> Result:
     credit_note_id = check_credit_note_id(request.credit_note_id)
-    if request.decision == "cancel":
+    if request.decision == Decision.CANCEL:
         outcome, case = await service.cancel(
             credit_note_id,
             approver=request.approver,

@@ -169,7 +169,7 @@ async def decide_policy_change(runtime: BotRuntime, click: PolicyClick, *, appro
             on_apply=budget.apply_policy_change,
         )
     except Refused as refused:
-        notice = refusal(str(refused.rule), refused.message)
+        notice = refusal(refused.rule, refused.message)
         await tell(runtime, click.user_id, notice, channel=click.channel, thread_ts=click.thread_ts)
     await runtime.service.settings_in_force()  # a change in force holds here from this click on
     await announce_policy_changes(runtime)  # the cards say what became of it, at once

@@ -13,6 +13,7 @@ from typing import Any
 
 from agent.cases.service import NotWaitingForAnswer
 from agent.graph.state import CaseStatus
+from approvals.models import Rule
 from bot import store
 from bot.cards.models import RoundView
 from bot.cards.rounds import answer_modal
@@ -24,9 +25,6 @@ from bot.presenters.rounds import rounds_in
 from bot.runtime import BotRuntime
 
 log = logging.getLogger(__name__)
-
-NOT_WAITING = "not_waiting_for_an_answer"
-ONLY_THE_REQUESTER = "only_the_requester_answers"
 
 
 async def answer_in_thread(
@@ -75,7 +73,7 @@ async def next_round(
         try:
             await runtime.service.accept_answer(case_id, answer=answer, by=user_id)
         except (NotWaitingForAnswer, ValueError) as error:  # answered meanwhile, or a blank answer
-            why = (NOT_WAITING, str(error))
+            why = (Rule.NOT_WAITING_FOR_AN_ANSWER, str(error))
     if why is not None:
         await tell(runtime, user_id, refusal(*why), channel=channel, thread_ts=thread_ts)
         return None
@@ -96,11 +94,14 @@ async def next_round(
     return case
 
 
-def _why_not(row: Any, user_id: str, rounds: Sequence[RoundView] | None) -> tuple[str, str] | None:
+def _why_not(row: Any, user_id: str, rounds: Sequence[RoundView] | None) -> tuple[Rule, str] | None:
     """Why this person cannot answer for this case now, as (rule, reason); None when they can. `rounds`:
     the case's rounds when the caller read them (the Resubmit button needs the last one's question)."""
     if row.status != CaseStatus.REVISION_REQUESTED or (rounds is not None and not rounds):
-        return NOT_WAITING, f"case {row.id} is not waiting for an answer"
+        return Rule.NOT_WAITING_FOR_AN_ANSWER, f"case {row.id} is not waiting for an answer"
     if user_id != row.requester:
-        return ONLY_THE_REQUESTER, f"only the requester of case {row.id} answers its approver's question"
+        return (
+            Rule.ONLY_THE_REQUESTER_ANSWERS,
+            f"only the requester of case {row.id} answers its approver's question",
+        )
     return None

@@ -7,7 +7,7 @@ from typing import Any
 
 from slack_bolt.context.async_context import AsyncBoltContext
 
-from agent.graph.state import REQUEST_CHANGES
+from approvals.models import Decision
 from bot.flows.decide import Click, ask_for_reason
 from bot.runtime import runtime_of
 
@@ -16,4 +16,4 @@ async def request_changes_clicked(
     ack: Any, body: dict[str, Any], action: dict[str, Any], context: AsyncBoltContext
 ) -> None:
     await ack()
-    await ask_for_reason(runtime_of(context), REQUEST_CHANGES, Click.from_payload(body, action))
+    await ask_for_reason(runtime_of(context), Decision.REQUEST_CHANGES, Click.from_payload(body, action))

@@ -8,6 +8,7 @@ from typing import Any
 
 from slack_bolt.context.async_context import AsyncBoltContext
 
+from approvals.models import Decision
 from bot.cards import read_reason_submission, reason_errors
 from bot.cards.models import RejectModalMetadata
 from bot.cards.reject_modal import DECISION_OF_CALLBACK
@@ -17,9 +18,9 @@ from bot.runtime import runtime_of
 from engine.logcontext import bind_for_task
 
 NEEDS_REASON = {
-    "reject": "A reject needs a reason: say what is wrong with this credit note.",
-    "cancel": "A cancel needs a reason: say why this credit note should never be issued.",
-    "request_changes": "Say what you want the requester to check or tell you.",
+    Decision.REJECT: "A reject needs a reason: say what is wrong with this credit note.",
+    Decision.CANCEL: "A cancel needs a reason: say why this credit note should never be issued.",
+    Decision.REQUEST_CHANGES: "Say what you want the requester to check or tell you.",
 }
 OUT_OF_DATE = "This form is out of date; close it and click the button on the card again."
 
@@ -35,7 +36,7 @@ async def reason_submitted(
     try:
         decision, meta, reason = read_reason_submission(view)
     except ValueError:
-        asked_for = DECISION_OF_CALLBACK.get(str(view.get("callback_id")), "reject")
+        asked_for = DECISION_OF_CALLBACK.get(str(view.get("callback_id")), Decision.REJECT)
         await ack(response_action="errors", errors=reason_errors(NEEDS_REASON[asked_for]))
         return
     await ack()
