@@ -27,7 +27,7 @@ from engine.db import autocommit, reading
 from engine.locks import LockKey
 
 LOCAL_LOCK_STRIPES = 64
-MAX_LOCK_HOLDERS = 4  # with the case locks' 6 (agent.cases.service), 10 of the pool's 15 connections at most
+MAX_LOCK_HOLDERS = 4  # with the case locks' 6 (agent.cases.runner), 10 of the pool's 15 connections at most
 
 # A case drawn in one of these states never changes again (an escalated one may, while its note is
 # approved: it can still be cancelled).

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from agent.cases.service import RESUBMITTED, CaseService, NotWaitingForAnswer, case_service
+from agent.cases.rounds import RESUBMITTED, NotWaitingForAnswer
+from agent.cases.service import CaseService, case_service
 from agent.graph.configuration import Configuration
 from approvals.models import ApprovalRefused, Rule
 from engine import schema

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 
-from agent.cases.service import CaseNotFound
+from agent.cases.record import CaseNotFound
 from approvals import queries
 from approvals.models import CreditNoteView as Note
 from approvals.models import NoteStatus

@@ -16,11 +16,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agent.cases.service import CaseNotFound
+from agent.cases.record import CaseNotFound
 from agent.graph.state import EXPIRED_RESUME
 from approvals import queries
 from approvals.models import (
     SLACK_SOURCE,
+    CreditNoteView,
     Decision,
     DecisionOutcome,
     NoteStatus,
@@ -111,15 +112,22 @@ async def precheck(
     runtime: BotRuntime, credit_note_id: str, seen_revision: int | None, decision: Decision = Decision.APPROVE
 ) -> Message | None:
     """Why a click should change nothing (unknown note, already decided, stale card), or None."""
+    return (await _open_note(runtime, credit_note_id, seen_revision, decision))[0]
+
+
+async def _open_note(
+    runtime: BotRuntime, credit_note_id: str, seen_revision: int | None, decision: Decision
+) -> tuple[Message | None, CreditNoteView | None]:
+    """`precheck`, and the note it read (None when there is none): the decision takes its case from it."""
     try:
         note = await queries.get_credit_note(runtime.engine, credit_note_id)
     except UnknownCreditNote:
-        return refusal(Rule.UNKNOWN_CREDIT_NOTE, f"there is no credit note {credit_note_id}")
+        return refusal(Rule.UNKNOWN_CREDIT_NOTE, f"there is no credit note {credit_note_id}"), None
     if note.status != OPEN_STATUS[decision]:
-        return already_decided_message(note.id, note.status)
+        return already_decided_message(note.id, note.status), note
     if seen_revision is not None and seen_revision < card_revision(note):
-        return stale_card_message(note.id)
-    return None
+        return stale_card_message(note.id), note
+    return None, note
 
 
 async def decide(
@@ -139,8 +147,9 @@ async def decide(
 
     `from_a_bot`: the payload says a bot sent it. Slackbot and this app's own bot user are known here
     too; either way approvals/ refuses the decision (approver_is_bot), whatever the allowlist says."""
+    note = None  # read by the click's check, it is not read again for its case
     if seen_revision is not None:
-        stop = await precheck(runtime, credit_note_id, seen_revision, decision)
+        stop, note = await _open_note(runtime, credit_note_id, seen_revision, decision)
         if stop is not None:
             return DecisionReport(stop)
     service = runtime.service
@@ -148,11 +157,21 @@ async def decide(
         is_bot = from_a_bot or sent_by_a_bot({}, user_id, await runtime.installation())
         if decision == Decision.CANCEL:
             outcome, case = await service.cancel(
-                credit_note_id, approver=user_id, reason=comment, approver_is_bot=is_bot, source=source
+                credit_note_id,
+                approver=user_id,
+                reason=comment,
+                approver_is_bot=is_bot,
+                source=source,
+                note=note,
             )
         elif decision == Decision.REQUEST_CHANGES:
             outcome, case = await service.request_changes(
-                credit_note_id, approver=user_id, question=comment, approver_is_bot=is_bot, source=source
+                credit_note_id,
+                approver=user_id,
+                question=comment,
+                approver_is_bot=is_bot,
+                source=source,
+                note=note,
             )
         else:
             outcome, case = await service.decide(
@@ -162,6 +181,7 @@ async def decide(
                 comment=comment,
                 approver_is_bot=is_bot,
                 source=source,
+                note=note,
             )
     except UnknownCreditNote:
         return DecisionReport(refusal(Rule.UNKNOWN_CREDIT_NOTE, f"there is no credit note {credit_note_id}"))
@@ -171,7 +191,7 @@ async def decide(
         if refused.rule == Rule.EXPIRED:
             await settle_expired(runtime, credit_note_id)
         return DecisionReport(refusal(refused.rule, refused.message))
-    await settle_card(runtime, credit_note_id)  # and, for a note sent back, the question in the thread
+    await settle_card(runtime, credit_note_id, case)  # and, for a note sent back, the question in the thread
     notice = None if outcome.changed else already_decided_message(credit_note_id, outcome.status)
     return DecisionReport(notice, outcome, case)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 
-from agent.cases.service import CaseNotFound
+from agent.cases.record import CaseNotFound
 from agent.model import budget
 from agent.model.costs import usd_display
 from approvals.config import is_slack_user_id

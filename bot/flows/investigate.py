@@ -16,7 +16,8 @@ from slack_sdk.errors import SlackApiError
 
 from agent.cases.customers import Candidate, FoundBy, find_customer
 from agent.cases.intake import parse_complaint
-from agent.cases.service import CaseNotFound, CaseService
+from agent.cases.record import CaseNotFound
+from agent.cases.service import CaseService
 from agent.graph.prompts import ask_for_customer
 from agent.graph.state import UNFINISHED, CaseStatus
 from approvals.models import Rule

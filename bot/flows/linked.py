@@ -8,7 +8,7 @@ import logging
 from typing import Any
 
 from agent.cases.intake import parse_complaint
-from agent.cases.service import CaseNotFound
+from agent.cases.record import CaseNotFound
 from agent.graph.prompts import linked_case_question
 from approvals.models import Rule
 from bot import store

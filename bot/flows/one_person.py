@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from agent.cases.service import CaseNotFound
+from agent.cases.record import CaseNotFound
 from approvals import queries
 from approvals.models import Rule, UnknownCreditNote
 from bot.cards import refusal_message

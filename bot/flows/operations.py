@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.cases.customers import find_customer
-from agent.cases.service import CaseNotFound, CaseService
+from agent.cases.record import CaseNotFound
+from agent.cases.service import CaseService
 from approvals import queries
 from approvals.models import Decision, Refused, UnknownCreditNote
 from bot.grammar import (

@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 
 import psycopg
 
-from agent.cases.service import OPENED_FROM_CLI
+from agent.cases.opening import OPENED_FROM_CLI
 from agent.graph.state import UNFINISHED
 from approvals.ledger_import import LEDGER_CHANGED
 from bot import store

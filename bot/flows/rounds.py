@@ -11,7 +11,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agent.cases.service import NotWaitingForAnswer
+from agent.cases.rounds import NotWaitingForAnswer
 from agent.graph.state import CaseStatus
 from approvals.models import Rule
 from bot import store

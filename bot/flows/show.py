@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from agent.cases.service import CaseNotFound, case_row_in
+from agent.cases.record import CaseNotFound, case_row_in
 from agent.graph.state import MAX_ROUNDS, SETTLED, UNFINISHED, CaseStatus
 from approvals import queries
 from bot import store
@@ -105,11 +105,12 @@ async def ask_the_requester(runtime: BotRuntime, case_id: str) -> bool:
     return True
 
 
-async def announce_outcome(runtime: BotRuntime, case_id: str) -> bool:
+async def announce_outcome(runtime: BotRuntime, case_id: str, case: Mapping[str, Any] | None = None) -> bool:
     """Once the case's credit note is settled, post the customer reply (exactly `case show`'s text) in the
-    thread — once, whichever process gets here first. True when this call posted it."""
+    thread — once, whichever process gets here first. True when this call posted it. `case`: its case JSON
+    as the caller just had it back (a decision's), else read now."""
     try:
-        case = await runtime.service.show_case(case_id)
+        case = case or await runtime.service.show_case(case_id)
         row = await runtime.service.case_row(case_id)
     except CaseNotFound:
         return False
@@ -127,15 +128,20 @@ async def announce_outcome(runtime: BotRuntime, case_id: str) -> bool:
     return True
 
 
-async def settle_card(runtime: BotRuntime, credit_note_id: str) -> None:
+async def settle_card(
+    runtime: BotRuntime, credit_note_id: str, case: Mapping[str, Any] | None = None
+) -> None:
     """After anything changed a note (a vote, an expiry, a recovered decision): redraw, then announce the
-    outcome — or, for a note sent back, put the approver's question to the requester."""
-    note = await queries.get_credit_note(runtime.engine, credit_note_id)
-    if note.case_id is None:
+    outcome — or, for a note sent back, put the approver's question to the requester. `case`: the note's
+    case JSON as the change left it (a decision hands it back), so neither is read again here."""
+    case_id = (
+        case["case_id"] if case else (await queries.get_credit_note(runtime.engine, credit_note_id)).case_id
+    )
+    if case_id is None:
         return
     await refresh_card(runtime, credit_note_id)
-    await announce_outcome(runtime, note.case_id)
-    await ask_the_requester(runtime, note.case_id)
+    await announce_outcome(runtime, case_id, case)
+    await ask_the_requester(runtime, case_id)
 
 
 async def redraw_behind(runtime: BotRuntime) -> list[str]:

@@ -10,7 +10,7 @@ from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
-from agent.cases.service import CaseNotFound
+from agent.cases.record import CaseNotFound
 from approvals.models import Rule, UnknownCreditNote
 from bot import store
 from bot.access import NOT_ALLOWED_TO_OPEN, NOT_ALLOWED_TO_READ

@@ -18,7 +18,8 @@ from typing import Any
 from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from agent.cases.service import CaseService, case_row_in
+from agent.cases.record import case_row_in
+from agent.cases.service import CaseService
 from agent.graph.state import MAX_ROUNDS, CaseStatus, refused_at_issue
 from agent.graph.tool_context import ToolContext, ToolError
 from agent.graph.tool_json import check_json

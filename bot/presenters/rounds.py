@@ -6,7 +6,7 @@ from __future__ import annotations
 from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from agent.cases.service import RESUBMITTED
+from agent.cases.rounds import RESUBMITTED
 from agent.graph.state import CaseStatus
 from bot.cards.models import RoundView
 from engine import schema
