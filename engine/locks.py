@@ -19,11 +19,9 @@ from dataclasses import dataclass
 from datetime import date
 from typing import TYPE_CHECKING
 
-from sqlalchemy import BigInteger, ColumnElement, Select, bindparam, func, select
-
 if TYPE_CHECKING:
     import psycopg
-    from sqlalchemy import Connection
+    from sqlalchemy import ColumnElement, Connection, Select
     from sqlalchemy.ext.asyncio import AsyncConnection
 
 
@@ -35,6 +33,8 @@ class LockKey:
 
     def argument(self) -> ColumnElement[int]:
         """The lock functions' argument, as SQL."""
+        from sqlalchemy import BigInteger, bindparam, func  # see `_call`
+
         if isinstance(self.value, int):
             return bindparam("lock_key", self.value, type_=BigInteger)
         return func.hashtext(bindparam("lock_key", self.value))
@@ -103,6 +103,10 @@ def sweep_shard(day: date, shard: int) -> LockKey:
 
 
 def _call(function: str, key: LockKey) -> Select[tuple[object]]:
+    # SQLAlchemy is imported when a lock is taken through it, not with this module: the audit and the
+    # sweep read and record over plain psycopg (tests/test_cli_imports.py), and take their locks there.
+    from sqlalchemy import func, select
+
     return select(getattr(func, function)(key.argument()))
 
 
