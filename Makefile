@@ -44,6 +44,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/cli_latency.py
 	$(BIN)/python benchmarks/audit_sweep.py
 	$(BIN)/python benchmarks/slack_latency.py
+	$(BIN)/python benchmarks/ledger_import.py
 
 clean:
 	rm -rf $(VENV) var
