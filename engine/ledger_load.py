@@ -270,13 +270,16 @@ async def _stage_record(stager: _Stager, parsed: Parsed, file_no: int, number: i
 # ---- the checks that need other records (SQL over staging and ledger) ----
 
 
-def _known(record_type: str) -> str:
-    """Ids of a record type: staged, in the ledger, or named by a record refused for its own problem."""
+def _unknown(record_type: str, value: str) -> str:
+    """`value` is no id of a record type: not staged, not in the ledger, not named by a record refused
+    for its own problem. Anti-joins (NOT EXISTS), never NOT IN: a NOT IN whose list outgrows work_mem is
+    checked row by row against all of it, which at a million invoices never ends."""
     table = TABLE_OF[record_type]
     key = KEY[table]
     return (
-        f"(SELECT {key} FROM {stage(table)} UNION ALL SELECT {key} FROM {table} "
-        f"UNION ALL SELECT id FROM ledger_stage_bad WHERE type = '{record_type}')"
+        f"NOT EXISTS (SELECT 1 FROM {stage(table)} k WHERE k.{key} = {value}) "
+        f"AND NOT EXISTS (SELECT 1 FROM {table} k WHERE k.{key} = {value}) "
+        f"AND NOT EXISTS (SELECT 1 FROM ledger_stage_bad k WHERE k.type = '{record_type}' AND k.id = {value})"
     )
 
 
@@ -293,7 +296,7 @@ def _reference(table: str, column: str, record_type: str, field_name: str | None
     return (
         f"SELECT _file, _line, '{field_name or column}', format('no {record_type.replace('_', ' ')} %%L in "
         f"the input or the ledger', {value}) FROM {stage(table)} s WHERE {value} IS NOT NULL "
-        f"AND {value} NOT IN {_known(record_type)}"
+        f"AND {_unknown(record_type, value)}"
     )
 
 
@@ -337,9 +340,13 @@ CHECKS: tuple[str, ...] = (
     "SELECT s._file, s._line, 'subscription_id', format('%%L belongs to customer %%L, not %%L', "
     "s.subscription_id, sub.customer_id, s.customer_id) FROM ledger_stage_invoices s JOIN "
     + _effective("subscriptions", "id, customer_id")
-    + " sub ON sub.id = s.subscription_id WHERE sub.customer_id <> s.customer_id "
-    # an unknown customer on either side is reported once, as itself
-    + f"AND s.customer_id IN {_known('customer')} AND sub.customer_id IN {_known('customer')}",
+    + " sub ON sub.id = s.subscription_id "
+    # an unknown customer on either side is reported once, as itself: both must be there to compare
+    + "JOIN "
+    + _effective("customers", "id")
+    + " mine ON mine.id = s.customer_id JOIN "
+    + _effective("customers", "id")
+    + " theirs ON theirs.id = sub.customer_id WHERE sub.customer_id <> s.customer_id",
     "SELECT s._file, s._line, 'currency', format('%%s is not the currency of customer %%L (%%s)', "
     "s.currency, c.id, c.currency) FROM ledger_stage_invoices s JOIN "
     + _effective("customers", "id, currency")
@@ -391,10 +398,11 @@ def _upsert(table: str, returning: str) -> str:
     )
 
 
-# An invoice that was in the ledger before this import: staged and already there, or not staged at all.
+# An invoice that was in the ledger before this import: staged and already there, or not staged at all
+# (joins, not IN lists: see _unknown).
 _PRE_EXISTING = (
-    "(u.invoice_id IN (SELECT id FROM ledger_existing) "
-    "OR u.invoice_id NOT IN (SELECT id FROM ledger_stage_invoices))"
+    "LEFT JOIN ledger_stage_invoices si ON si.id = u.invoice_id "
+    "LEFT JOIN ledger_existing e ON e.id = u.invoice_id WHERE si.id IS NULL OR e.id IS NOT NULL"
 )
 
 
@@ -403,11 +411,11 @@ def _write(table: str) -> str:
     if table == "invoices":
         returning, touch = "t.id AS invoice_id, (xmax = 0) AS added", "WHERE NOT added"
     elif table in ("invoice_lines", "payments", "credit_notes"):
-        returning, touch = "t.invoice_id, (xmax = 0) AS added", f"WHERE {_PRE_EXISTING}"
+        returning, touch = "t.invoice_id, (xmax = 0) AS added", _PRE_EXISTING
     else:
         returning, touch = "(xmax = 0) AS added", None
     touched = (
-        f", touched AS (INSERT INTO ledger_touched SELECT invoice_id, '{table}' FROM up u {touch})"
+        f", touched AS (INSERT INTO ledger_touched SELECT u.invoice_id, '{table}' FROM up u {touch})"
         if touch
         else ""
     )
@@ -433,6 +441,7 @@ async def write(conn: psycopg.AsyncConnection[Any], staged: dict[str, int]) -> d
         "CREATE TEMP TABLE ledger_existing ON COMMIT DROP AS "
         "SELECT s.id FROM ledger_stage_invoices s JOIN invoices i ON i.id = s.id"
     )
+    await conn.execute("ANALYZE ledger_existing")
     # A credit note written without its currency is in its invoice's (as the insert trigger would fill it
     # in): staged so, a re-import compares equal.
     await conn.execute(
@@ -495,6 +504,11 @@ async def load_records(
             continue
         await _stage_record(stager, parsed, file_no, number)
     await stager.flush_all()
+    # Temporary tables are never analysed on their own: without statistics the planner takes a staged
+    # million rows for a few hundred and joins them row by row.
+    for table in TABLE_ORDER:
+        await conn.execute(f"ANALYZE {stage(table)}")
+    await conn.execute("ANALYZE ledger_stage_bad")
     await run_checks(conn, names, errors)
     if errors.count:
         result.error_count = errors.count
