@@ -20,7 +20,8 @@ from approvals.models import OPEN_NOTES, NoteStatus
 from engine import locks
 from engine import schema as t
 from engine.db import driver_connection
-from engine.ledger_load import MAX_ERRORS, InputFile, LoadResult, Progress, load
+from engine.ledger_checks import MAX_ERRORS
+from engine.ledger_load import InputFile, LoadResult, Progress, load
 from engine.money import fmt
 
 # The activity row for each BillSleuth note whose invoice, lines, payments or credit notes an import changed.

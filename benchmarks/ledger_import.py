@@ -36,7 +36,7 @@ from audit_sweep import Dataset, _run, admin, generate, server_url  # noqa: E402
 from agent.database import upgrade_all  # noqa: E402
 from engine.db import with_database  # noqa: E402
 from engine.interchange import FORMAT_VERSION  # noqa: E402
-from engine.ledger_load import TABLE_ORDER  # noqa: E402
+from engine.ledger_staging import TABLE_ORDER  # noqa: E402
 from scenarios.store import ledger_records, price_book_records  # noqa: E402
 
 GOAL_RATIO = 3.0

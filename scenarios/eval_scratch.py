@@ -24,7 +24,7 @@ from psycopg import sql
 
 from agent.database import upgrade_all
 from engine.db import with_database
-from engine.ledger_load import TABLE_ORDER as LEDGER_TABLE_ORDER
+from engine.ledger_staging import TABLE_ORDER as LEDGER_TABLE_ORDER
 
 # Parents before children. The ledger, plus the credit-note side (existing notes limit what may still be
 # credited on an invoice), plus dataset_info. Cases, logs and Slack event ids are history the agent never

@@ -24,8 +24,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from approvals.ledger_import import LedgerRejected, import_ledger
 from engine.db import create_engine
 from engine.interchange import COLUMNS, STAGED_COLUMNS
+from engine.ledger_checks import MAX_ERRORS
 from engine.ledger_export import records, write
-from engine.ledger_load import MAX_ERRORS, InputFile, input_files
+from engine.ledger_load import InputFile, input_files
 from tests.pg import clone_database, database_name, drop_database
 
 FIXTURE = Path(__file__).parent / "fixtures" / "ledger" / "acme_billing.jsonl"
@@ -200,6 +201,7 @@ BAD = [
         "version: 'billsleuth-ledger/2' is not 'billsleuth-ledger/1'",
     ),
     ("unknown record type", _set(42, type="charge"), 42, "type: 'charge' is not a record type (plan, "),
+    ("record type not text", _set(42, type=["payment"]), 42, "type: a list is not a record type (plan, "),
     ("missing field", _set(8, name=None), 8, "name: missing"),
     ("unknown field", _set(8, vat_id="DE123"), 8, "vat_id: is not a field of a customer record"),
     ("money as a JSON number", _set(42, amount=50.47), 42, "amount: 50.47 is a JSON number; write an amount"),

@@ -1,0 +1,170 @@
+"""The field rules of `billsleuth-ledger/1` (DESIGN.md §3): how text, ids, whole numbers, dates, instants,
+money and currency codes must be written, one field at a time.
+
+Each reader takes the decoded record and a field name and returns the value, or raises `Invalid` naming
+the field and the problem. They run on every field of every record of an import (a few million calls for
+a large ledger), so the common case, a well-formed value, is checked first and cheaply; the wording of a
+refusal is only worked out once something is wrong.
+
+Money is a JSON string with exactly the currency's number of decimals ("174.90" USD, "12000" JPY); a JSON
+number is refused, as a float would already be inexact.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import date, datetime
+from decimal import Decimal
+from functools import cache
+from typing import Any
+
+from engine.money import held_to_cents, minor_unit
+
+MAX_MONEY = Decimal("9999999999.99")  # NUMERIC(12,2)
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)
+_CURRENCY = re.compile(r"[A-Z]{3}", re.ASCII)
+_DECIMAL = re.compile(r"-?\d+(\.\d+)?", re.ASCII)
+
+
+@dataclass(frozen=True)
+class Problem:
+    field: str
+    message: str
+
+    def at(self, path: str, line: int) -> str:
+        return f"{path}:{line}: {self.field}: {self.message}"
+
+
+class Invalid(ValueError):
+    """One field's problem; raised by the field readers, collected per record."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.problem = Problem(field, message)
+
+
+def get(record: Mapping[str, Any], name: str, required: bool) -> Any:
+    value = record.get(name)
+    if value is None and required:
+        raise Invalid(name, "missing" if name not in record else "must not be null")
+    return value
+
+
+def text(record: Mapping[str, Any], name: str, required: bool = True, empty: bool = False) -> str | None:
+    value = record.get(name)
+    if isinstance(value, str):
+        if empty or value.strip():
+            return value
+        raise Invalid(name, "must not be empty")
+    if get(record, name, required) is None:
+        return None
+    raise Invalid(name, f"must be a string, not {json_type(value)}")
+
+
+def ident(record: Mapping[str, Any], name: str, required: bool = True) -> str | None:
+    """An id: any text the source uses, but not blank and not padded (a lookup would never find it)."""
+    value = text(record, name, required)
+    if value is not None and value != value.strip():
+        raise Invalid(name, f"{value!r} has spaces around it")
+    return value
+
+
+def choice(record: Mapping[str, Any], name: str, allowed: tuple[str, ...]) -> str:
+    value = record.get(name)
+    if value in allowed and isinstance(value, str):
+        return value
+    value = text(record, name)
+    raise Invalid(name, f"{value!r} is not one of {', '.join(allowed)}")
+
+
+def whole(record: Mapping[str, Any], name: str, low: int, high: int | None = None) -> int:
+    value = get(record, name, True)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise Invalid(name, f"must be a whole number, not {json_type(value)}")
+    if value < low or (high is not None and value > high):
+        bound = f"from {low} to {high}" if high is not None else f"at least {low}"
+        raise Invalid(name, f"{value} is out of range ({bound})")
+    return value
+
+
+def day(record: Mapping[str, Any], name: str, required: bool = True) -> date | None:
+    value = get(record, name, required)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _DATE.fullmatch(value):
+        raise Invalid(name, f"{shown(value)} is not a date (YYYY-MM-DD)")
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        raise Invalid(name, f"{value!r} is not a date (YYYY-MM-DD)") from None
+
+
+def instant(record: Mapping[str, Any], name: str, required: bool = True) -> datetime | None:
+    value = get(record, name, required)
+    if value is None:
+        return None
+    if not isinstance(value, str) or "T" not in value:
+        raise Invalid(name, f"{shown(value)} is not an ISO 8601 instant (2026-09-01T10:00:00+00:00)")
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise Invalid(name, f"{value!r} is not an ISO 8601 instant (2026-09-01T10:00:00+00:00)") from None
+    if parsed.tzinfo is None:
+        raise Invalid(name, f"{value!r} has no offset (write +00:00 or Z)")
+    return parsed
+
+
+def decimal_text(record: Mapping[str, Any], name: str, what: str = "an amount") -> tuple[Decimal, int]:
+    """A decimal written as a JSON string, and how many decimals it was written with."""
+    value = record.get(name)
+    if isinstance(value, str) and _DECIMAL.fullmatch(value):
+        point = value.find(".")
+        return Decimal(value), (len(value) - point - 1 if point >= 0 else 0)
+    get(record, name, True)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        raise Invalid(name, f'{value} is a JSON number; write {what} as a string ("{value}")')
+    raise Invalid(name, f'{shown(value)} is not {what} (a string like "174.90")')
+
+
+@cache
+def _decimals_of(currency: str) -> int:
+    return minor_unit(currency)
+
+
+def amount(
+    record: Mapping[str, Any], name: str, currency: str | None = None, *, positive: bool = False
+) -> tuple[Decimal, int]:
+    """Money: exactly the currency's decimals when it is known here, at most two (what the ledger holds)."""
+    value, places = decimal_text(record, name)
+    if currency is not None and places != _decimals_of(currency):
+        raise Invalid(name, f"{record[name]!r} must have {minor_unit(currency)} decimals for {currency}")
+    if places > 2:
+        raise Invalid(name, f"{record[name]!r} has more than two decimals")
+    if abs(value) > MAX_MONEY:
+        raise Invalid(name, f"{record[name]!r} is too large")
+    if positive and value <= 0:
+        raise Invalid(name, f"{record[name]!r} must be more than zero")
+    return value, places
+
+
+def currency_code(record: Mapping[str, Any], name: str, required: bool = True) -> str | None:
+    value = text(record, name, required)
+    if value is None:
+        return None
+    if not _CURRENCY.fullmatch(value):
+        raise Invalid(name, f"{value!r} is not an ISO 4217 currency code (USD, EUR, JPY)")
+    if not held_to_cents(value):
+        raise Invalid(name, f"{value} has {minor_unit(value)} decimals; the ledger holds at most two")
+    return value
+
+
+def json_type(value: Any) -> str:
+    return {bool: "true/false", int: "a number", float: "a number", str: "a string", list: "a list"}.get(
+        type(value), "an object" if isinstance(value, dict) else "null"
+    )
+
+
+def shown(value: Any) -> str:
+    return repr(value) if isinstance(value, str) else json_type(value)

@@ -1,0 +1,319 @@
+"""The records of `billsleuth-ledger/1` (DESIGN.md §3): one decoded line checked whole, pure.
+
+Each record type has a reader that turns the decoded line into the rows it writes (tuples in
+engine.interchange.COLUMNS order), or raises `Invalid` naming its first problem (`field: problem`); the
+loader (engine.ledger_load) adds `PATH:LINE` and does the checks that need other records (references, a
+payment's currency, ids given twice). A record knows its currency only on an invoice (its lines too);
+payments and credit notes carry how many decimals they were written with, and the loader holds that to
+their invoice's currency.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import date
+from decimal import Decimal
+from typing import Any
+
+from engine.billing import CONFIG_CHANGES
+from engine.interchange import (
+    CREDIT_NOTE_STATUSES,
+    FIELDS,
+    FORMAT_LINE,
+    FORMAT_VERSION,
+    LINE_FIELDS,
+    LINE_KINDS,
+    PAYMENT_STATUSES,
+    RECORD_TYPES,
+)
+from engine.interchange_fields import (
+    Invalid,
+    amount,
+    choice,
+    currency_code,
+    day,
+    decimal_text,
+    get,
+    ident,
+    instant,
+    json_type,
+    shown,
+    text,
+    whole,
+)
+from engine.model import EVENT_TYPES, Invoice, Line
+from engine.pricebook import COUNTRY_TZ
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """One record's rows, by table (an invoice: its header and its lines)."""
+
+    type: str
+    id: str
+    rows: dict[str, list[tuple[Any, ...]]]
+
+
+def _customer(r: Mapping[str, Any], source: str | None) -> Parsed:
+    country = text(r, "country")
+    if country not in COUNTRY_TZ:
+        raise Invalid(
+            "country", f"{country!r} is not a country the billing rules know ({', '.join(COUNTRY_TZ)})"
+        )
+    row = (
+        ident(r, "id"),
+        text(r, "name"),
+        country,
+        currency_code(r, "currency"),
+        text(r, "tax_region"),
+        text(r, "contact_email", required=False),
+        source,
+    )
+    return Parsed("customer", row[0], {"customers": [row]})  # type: ignore[arg-type]
+
+
+def _plan(r: Mapping[str, Any], source: str | None) -> Parsed:
+    price, _ = amount(r, "unit_price")
+    if price < 0:
+        raise Invalid("unit_price", f"{r['unit_price']!r} must not be negative")
+    row = (ident(r, "id"), text(r, "name"), choice(r, "interval", ("month", "year")), price, source)
+    return Parsed("plan", row[0], {"plans": [row]})  # type: ignore[arg-type]
+
+
+def _coupon(r: Mapping[str, Any], source: str | None) -> Parsed:
+    kind = choice(r, "kind", ("percent", "amount"))
+    value, _ = amount(r, "value", positive=True)
+    if kind == "percent" and value > 100:
+        raise Invalid("value", f"{r['value']!r} is more than 100 percent")
+    row = (ident(r, "id"), kind, value, whole(r, "duration_months", 0), source)
+    return Parsed("coupon", row[0], {"coupons": [row]})  # type: ignore[arg-type]
+
+
+def _tax_rate(r: Mapping[str, Any], source: str | None) -> Parsed:
+    rate, places = decimal_text(r, "rate", "a rate")
+    if not Decimal(0) <= rate < 1 or places > 4:
+        raise Invalid("rate", f'{r["rate"]!r} must be from 0 to below 1 with at most 4 decimals ("0.19")')
+    valid_from, valid_to = day(r, "valid_from"), day(r, "valid_to", required=False)
+    if valid_to is not None and valid_from is not None and valid_to < valid_from:
+        raise Invalid("valid_to", f"{valid_to} is before valid_from {valid_from}")
+    row = (ident(r, "code"), text(r, "region"), rate, valid_from, valid_to, source)
+    return Parsed("tax_rate", row[0], {"tax_rates": [row]})  # type: ignore[arg-type]
+
+
+def _subscription(r: Mapping[str, Any], source: str | None) -> Parsed:
+    start, end = day(r, "current_period_start"), day(r, "current_period_end")
+    if start is not None and end is not None and end <= start:
+        raise Invalid("current_period_end", f"{end} is not after current_period_start {start}")
+    row = (
+        ident(r, "id"),
+        ident(r, "customer_id"),
+        ident(r, "plan_id"),
+        whole(r, "quantity", 1),
+        text(r, "status"),
+        day(r, "start_date"),
+        start,
+        end,
+        whole(r, "billing_anchor_day", 1, 28),
+        ident(r, "coupon_id", required=False),
+        source,
+    )
+    return Parsed("subscription", row[0], {"subscriptions": [row]})  # type: ignore[arg-type]
+
+
+def _payload(event_type: str, payload: Any) -> dict[str, Any]:
+    """The payload the rules read for this event type (engine.billing.build_invoices)."""
+    if not isinstance(payload, dict):
+        raise Invalid("payload", f"must be an object, not {json_type(payload)}")
+    if event_type == "create":
+        for name in ("plan_id", "quantity"):
+            if name not in payload:
+                raise Invalid(f"payload.{name}", "missing (a create event names the plan and the seats)")
+    elif event_type in CONFIG_CHANGES and "to_plan" not in payload and "to_quantity" not in payload:
+        raise Invalid("payload", f"a {event_type} event needs to_plan or to_quantity")
+    for name in ("plan_id", "to_plan"):
+        if name in payload:
+            ident(payload, name)
+    for name in ("quantity", "to_quantity"):
+        if name in payload:
+            try:
+                whole(payload, name, 1)
+            except Invalid as error:
+                raise Invalid(f"payload.{name}", error.problem.message) from None
+    return payload
+
+
+def _event(r: Mapping[str, Any], source: str | None) -> Parsed:
+    event_type = choice(r, "event_type", EVENT_TYPES)
+    row = (
+        ident(r, "id"),
+        ident(r, "subscription_id"),
+        event_type,
+        instant(r, "effective_at"),
+        _payload(event_type, get(r, "payload", True)),
+        source,
+    )
+    return Parsed("subscription_event", row[0], {"subscription_events": [row]})  # type: ignore[arg-type]
+
+
+def _line(r: Any, invoice_id: str, number: int, currency: str, source: str | None) -> tuple[Any, ...]:
+    where = f"lines[{number - 1}]"
+    if not isinstance(r, dict):
+        raise Invalid(where, f"must be an object, not {json_type(r)}")
+    try:
+        if not LINE_FIELDS.issuperset(r):
+            raise Invalid(sorted(set(r) - LINE_FIELDS)[0], "is not a field of an invoice line")
+        return (
+            ident(r, "id"),
+            invoice_id,
+            number,
+            choice(r, "kind", LINE_KINDS),
+            text(r, "description", empty=True),
+            whole(r, "quantity", 0),
+            amount(r, "unit_amount", currency)[0],
+            amount(r, "amount", currency)[0],
+            day(r, "period_start", required=False),
+            day(r, "period_end", required=False),
+            text(r, "tax_code", required=False),
+            _source(r, source),
+        )
+    except Invalid as error:
+        raise Invalid(f"{where}.{error.problem.field}", error.problem.message) from None
+
+
+def _invoice(r: Mapping[str, Any], source: str | None) -> Parsed:
+    invoice_id = ident(r, "id")
+    currency = currency_code(r, "currency")
+    assert invoice_id is not None and currency is not None
+    lines = get(r, "lines", True)
+    if not isinstance(lines, list):
+        raise Invalid("lines", f"must be a list, not {json_type(lines)}")
+    line_rows = [_line(line, invoice_id, n, currency, source) for n, line in enumerate(lines, start=1)]
+    start, end = day(r, "period_start"), day(r, "period_end")
+    if start is not None and end is not None and end <= start:
+        raise Invalid("period_end", f"{end} is not after period_start {start}")
+    header = {name: amount(r, name, currency)[0] for name in ("subtotal", "discount", "tax", "total")}
+    _check_header(header, line_rows)
+    row = (
+        invoice_id,
+        ident(r, "customer_id"),
+        ident(r, "subscription_id"),
+        start,
+        end,
+        day(r, "issued_at"),
+        text(r, "status"),
+        header["subtotal"],
+        header["discount"],
+        header["tax"],
+        header["total"],
+        currency,
+        instant(r, "created_at", required=False),
+        source,
+    )
+    return Parsed("invoice", invoice_id, {"invoices": [row], "invoice_lines": line_rows})
+
+
+def _check_header(header: dict[str, Decimal], line_rows: list[tuple[Any, ...]]) -> None:
+    """The header's figures are the lines' sums (what the rules compare is the lines: a header that says
+    otherwise would show one figure and judge another)."""
+    derived = Invoice(
+        "", "", "", date.min, date.min, date.min, "", lines=[Line(r[3], "", 0, r[6], r[7]) for r in line_rows]
+    )
+    for name in ("subtotal", "discount", "tax", "total"):
+        want = getattr(derived, name)
+        if header[name] != want:
+            raise Invalid(name, f"{header[name]} is not what the lines add up to ({want})")
+
+
+def _payment(r: Mapping[str, Any], source: str | None) -> Parsed:
+    value, places = amount(r, "amount")
+    row = (
+        ident(r, "id"),
+        ident(r, "invoice_id"),
+        value,
+        choice(r, "status", PAYMENT_STATUSES),
+        instant(r, "attempted_at"),
+        text(r, "gateway_ref", empty=True),
+        source,
+        places,
+    )
+    return Parsed("payment", row[0], {"payments": [row]})  # type: ignore[arg-type]
+
+
+def _credit_note(r: Mapping[str, Any], source: str | None) -> Parsed:
+    value, places = amount(r, "amount", positive=True)
+    row = (
+        ident(r, "id"),
+        ident(r, "invoice_id"),
+        value,
+        text(r, "reason"),
+        choice(r, "status", CREDIT_NOTE_STATUSES),
+        currency_code(r, "currency", required=False),
+        instant(r, "issued_at", required=False),
+        source,
+        places,
+    )
+    return Parsed("credit_note", row[0], {"credit_notes": [row]})  # type: ignore[arg-type]
+
+
+Reader = Callable[[Mapping[str, Any], str | None], Parsed]
+READERS: dict[str, Reader] = {
+    "plan": _plan,
+    "coupon": _coupon,
+    "tax_rate": _tax_rate,
+    "customer": _customer,
+    "subscription": _subscription,
+    "subscription_event": _event,
+    "invoice": _invoice,
+    "payment": _payment,
+    "credit_note": _credit_note,
+}
+
+
+def _source(record: Mapping[str, Any], file_source: str | None) -> str | None:
+    """A record's own `source` (an export of rows from several sources) wins over its file's."""
+    if "source" not in record:
+        return file_source
+    return text(record, "source", required=False)
+
+
+# Every field a record of each type may carry, `type` and `source` included.
+_ALLOWED = {kind: fields | {"type", "source"} for kind, fields in FIELDS.items()}
+
+
+def record_id(record: Any) -> tuple[str, str] | None:
+    """(type, id) of a record, as far as it can be read: a bad record's id still resolves references to
+    it, so its one error is not followed by one on every record that names it."""
+    kind = record.get("type") if isinstance(record, dict) else None
+    if not isinstance(kind, str) or kind not in READERS:
+        return None
+    key = record.get("code" if kind == "tax_rate" else "id")
+    return (kind, key) if isinstance(key, str) else None
+
+
+def parse_record(record: Any, file_source: str | None) -> Parsed:
+    """One decoded JSON line (after the format line) → its rows; raises Invalid naming the first problem."""
+    if not isinstance(record, dict):
+        raise Invalid("type", f"a record must be a JSON object, not {json_type(record)}")
+    kind = record.get("type")
+    if kind == "format":
+        raise Invalid("type", "a second format line (only the first line is one)")
+    if not isinstance(kind, str) or kind not in READERS:
+        written = shown(kind) if kind is not None else "missing"
+        raise Invalid("type", f"{written} is not a record type ({', '.join(RECORD_TYPES)})")
+    if not _ALLOWED[kind].issuperset(record):
+        unknown = sorted(set(record) - _ALLOWED[kind])
+        raise Invalid(unknown[0], f"is not a field of a {kind} record")
+    return READERS[kind](record, _source(record, file_source))
+
+
+def parse_header(record: Any) -> str | None:
+    """The format line → the file's `source` (None when it names none); raises Invalid otherwise."""
+    if not isinstance(record, dict) or record.get("type") != "format":
+        raise Invalid("type", f"the first line must be the format line {FORMAT_LINE}")
+    if record.get("version") != FORMAT_VERSION:
+        raise Invalid("version", f"{shown(record.get('version'))} is not {FORMAT_VERSION!r}")
+    unknown = sorted(set(record) - {"type", "version", "source"})
+    if unknown:
+        raise Invalid(unknown[0], "is not a field of the format line")
+    return text(record, "source", required=False)
