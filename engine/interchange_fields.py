@@ -80,7 +80,10 @@ def choice(record: Mapping[str, Any], name: str, allowed: tuple[str, ...]) -> st
 
 
 def whole(record: Mapping[str, Any], name: str, low: int, high: int | None = None) -> int:
-    value = get(record, name, True)
+    value = record.get(name)
+    if type(value) is int and value >= low and (high is None or value <= high):
+        return value  # the common case, settled at once (bool is a subclass of int, not int itself)
+    get(record, name, True)
     if isinstance(value, bool) or not isinstance(value, int):
         raise Invalid(name, f"must be a whole number, not {json_type(value)}")
     if value < low or (high is not None and value > high):
@@ -90,8 +93,9 @@ def whole(record: Mapping[str, Any], name: str, low: int, high: int | None = Non
 
 
 def day(record: Mapping[str, Any], name: str, required: bool = True) -> date | None:
-    value = get(record, name, required)
+    value = record.get(name)
     if value is None:
+        get(record, name, required)
         return None
     if not isinstance(value, str) or not _DATE.fullmatch(value):
         raise Invalid(name, f"{shown(value)} is not a date (YYYY-MM-DD)")
@@ -102,8 +106,9 @@ def day(record: Mapping[str, Any], name: str, required: bool = True) -> date | N
 
 
 def instant(record: Mapping[str, Any], name: str, required: bool = True) -> datetime | None:
-    value = get(record, name, required)
+    value = record.get(name)
     if value is None:
+        get(record, name, required)
         return None
     if not isinstance(value, str) or "T" not in value:
         raise Invalid(name, f"{shown(value)} is not an ISO 8601 instant (2026-09-01T10:00:00+00:00)")

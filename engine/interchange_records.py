@@ -157,9 +157,8 @@ def _event(r: Mapping[str, Any], source: str | None) -> Parsed:
 
 
 def _line(r: Any, invoice_id: str, number: int, currency: str, source: str | None) -> tuple[Any, ...]:
-    where = f"lines[{number - 1}]"
     if not isinstance(r, dict):
-        raise Invalid(where, f"must be an object, not {json_type(r)}")
+        raise Invalid(f"lines[{number - 1}]", f"must be an object, not {json_type(r)}")
     try:
         if not LINE_FIELDS.issuperset(r):
             raise Invalid(sorted(set(r) - LINE_FIELDS)[0], "is not a field of an invoice line")
@@ -178,7 +177,7 @@ def _line(r: Any, invoice_id: str, number: int, currency: str, source: str | Non
             _source(r, source),
         )
     except Invalid as error:
-        raise Invalid(f"{where}.{error.problem.field}", error.problem.message) from None
+        raise Invalid(f"lines[{number - 1}].{error.problem.field}", error.problem.message) from None
 
 
 def _invoice(r: Mapping[str, Any], source: str | None) -> Parsed:
