@@ -570,3 +570,29 @@ def test_reading_reports_progress_in_kilobytes_of_the_files_sizes(tmp_path: Path
     seen.clear()
     list(decoded_lines([piped], [], hashlib.sha256(), lambda done, total: seen.append((done, total))))
     assert seen == []
+
+
+def test_the_command_draws_its_bar_in_kilobytes_on_a_terminal_and_nothing_on_a_pipe(db_url: str) -> None:
+    import pty
+
+    leader, follower = pty.openpty()
+    try:
+        done = subprocess.run(
+            [BILLSLEUTH, "ledger", "import", str(FIXTURE), "--json"],
+            stdout=subprocess.PIPE,
+            stderr=follower,
+            env=dict(os.environ),
+            timeout=120,
+            check=False,
+        )
+        os.set_blocking(leader, False)
+        drawn = os.read(leader, 65536).decode()
+    finally:
+        os.close(leader)
+        os.close(follower)
+    assert done.returncode == 0
+    assert json.loads(done.stdout)["counts"]["invoice"]["added"] == 10  # stdout stays the counts
+    kilobytes = FIXTURE.stat().st_size // 1024
+    assert f"import [{'#' * 24}]" in drawn and f"{kilobytes:,}/{kilobytes:,} kB  100%" in drawn, drawn
+    piped = billsleuth("ledger", "import", str(FIXTURE))
+    assert piped.returncode == 0 and piped.stderr == ""
