@@ -177,6 +177,23 @@ def tells_the_truth(slack: SlackRecorder, db_url: str, thread: str, card_ts: str
     return status == "draft" and buttons(card) == CARD_BUTTONS and replies == []
 
 
+def what_the_cards_say(slack: SlackRecorder, db_url: str, cards: list[tuple[str, str]]) -> str:
+    """Each card that does not tell the truth: its note's status, its buttons and its customer replies."""
+    lies = []
+    for thread, card_ts in cards:
+        if not tells_the_truth(slack, db_url, thread, card_ts):
+            card = slack.message(CHANNEL, card_ts)
+            replies = [
+                m
+                for m in bot_replies(slack, CHANNEL, thread)
+                if "Reply to the customer" in all_text(m.blocks)
+            ]
+            lies.append(
+                f"note {note_status(db_url, thread)}, buttons {buttons(card)}, {len(replies)} replies"
+            )
+    return "cards not telling the truth after the restart: " + "; ".join(lies)
+
+
 async def test_a_bot_killed_around_an_approve_click_leaves_every_card_telling_the_truth(
     ready_db_url: str, slack: SlackRecorder
 ) -> None:
@@ -207,9 +224,12 @@ async def test_a_bot_killed_around_an_approve_click_leaves_every_card_telling_th
 
     with bot_processes(ready_db_url, slack, 1) as [(process, url)]:
         await wait_until_serving(url, process)
-        await eventually(
-            lambda: all(tells_the_truth(slack, ready_db_url, t, ts) for t, ts in cards), timeout=60
-        )
+        try:
+            await eventually(
+                lambda: all(tells_the_truth(slack, ready_db_url, t, ts) for t, ts in cards), timeout=60
+            )
+        except TimeoutError:  # it failed once in a full run and never alone: name the card that lies
+            raise AssertionError(what_the_cards_say(slack, ready_db_url, cards)) from None
         await asyncio.sleep(0.5)  # time for a second reply, if there were going to be one
     assert all(tells_the_truth(slack, ready_db_url, t, ts) for t, ts in cards)
 
