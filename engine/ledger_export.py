@@ -34,6 +34,8 @@ def _columns(table: str) -> list[str]:
 
 _CUSTOMER = "(%(ids)s::text[] IS NULL OR {col} = ANY(%(ids)s::text[]))"
 _SINCE = "(%(since)s::date IS NULL OR {col} >= %(since)s::date)"
+# Rows that belong to an invoice: exported with the invoice's customer and issue date (`i` is joined).
+_INVOICE_SCOPE = _CUSTOMER.format(col="i.customer_id") + " AND " + _SINCE.format(col="i.issued_at")
 
 
 def _select(table: str, prefix: str, where: str, order: str, extra: str = "", join: str = "") -> str:
@@ -58,20 +60,20 @@ QUERIES: dict[str, str] = {
     "invoices": _select(
         "invoices",
         "i",
-        _CUSTOMER.format(col="i.customer_id") + " AND " + _SINCE.format(col="i.issued_at"),
+        _INVOICE_SCOPE,
         'i.id COLLATE "C"',
     ),
     "invoice_lines": _select(
         "invoice_lines",
         "l",
-        _CUSTOMER.format(col="i.customer_id") + " AND " + _SINCE.format(col="i.issued_at"),
+        _INVOICE_SCOPE,
         'l.invoice_id COLLATE "C", l.line_no, l.id',
         join="JOIN invoices i ON i.id = l.invoice_id",
     ),
     "payments": _select(
         "payments",
         "p",
-        _CUSTOMER.format(col="i.customer_id") + " AND " + _SINCE.format(col="i.issued_at"),
+        _INVOICE_SCOPE,
         "p.attempted_at, p.id",
         extra=", i.currency",
         join="JOIN invoices i ON i.id = p.invoice_id",
@@ -79,10 +81,7 @@ QUERIES: dict[str, str] = {
     "credit_notes": _select(
         "credit_notes",
         "n",
-        "n.imported AND "
-        + _CUSTOMER.format(col="i.customer_id")
-        + " AND "
-        + _SINCE.format(col="i.issued_at"),
+        "n.imported AND " + _INVOICE_SCOPE,
         "n.id",
         join="JOIN invoices i ON i.id = n.invoice_id",
     ),
