@@ -14,6 +14,7 @@ from agent.database import upgrade_all
 from engine.db import create_engine, with_database
 from tests.os_accounts import SECOND, THIRD, OsAccount, os_account_for
 from tests.pg import (
+    DatabaseSupply,
     Login,
     admin_execute,
     clone_database,
@@ -36,6 +37,14 @@ def fresh_database(
     monkeypatch.setenv("DATABASE_URL", url)
     yield url
     drop_database(server_url, database_name(url))
+
+
+def supplied_database(supply: DatabaseSupply, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A fresh clone from `supply` for one test, DATABASE_URL pointing at it, given back afterwards."""
+    url = supply.take()
+    monkeypatch.setenv("DATABASE_URL", url)
+    yield url
+    supply.give_back(url)
 
 
 @pytest.fixture(scope="session")
@@ -62,10 +71,18 @@ async def migrated_template(pg_server_url: str) -> AsyncIterator[str]:
     drop_database(pg_server_url, MIGRATED_TEMPLATE)
 
 
+@pytest.fixture(scope="session")
+def migrated_clones(pg_server_url: str, migrated_template: str) -> Iterator[DatabaseSupply]:
+    """Clones of the migrated template, made ahead (closed before the template is dropped)."""
+    supply = DatabaseSupply(pg_server_url, migrated_template, "t")
+    yield supply
+    supply.close()
+
+
 @pytest.fixture
-def db_url(pg_server_url: str, migrated_template: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+def db_url(migrated_clones: DatabaseSupply, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A fresh, migrated, empty database for this test; DATABASE_URL points at it."""
-    yield from fresh_database(pg_server_url, migrated_template, "t", monkeypatch)
+    yield from supplied_database(migrated_clones, monkeypatch)
 
 
 @pytest.fixture
@@ -97,10 +114,18 @@ async def seeded_template(
     drop_database(pg_server_url, SEEDED_TEMPLATE)
 
 
+@pytest.fixture(scope="session")
+def seeded_clones(pg_server_url: str, seeded_template: str) -> Iterator[DatabaseSupply]:
+    """Clones of the seeded template, made ahead (closed before the template is dropped)."""
+    supply = DatabaseSupply(pg_server_url, seeded_template, "s")
+    yield supply
+    supply.close()
+
+
 @pytest.fixture
-def seeded_db_url(pg_server_url: str, seeded_template: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+def seeded_db_url(seeded_clones: DatabaseSupply, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A fresh copy of the seeded default dataset for this test; DATABASE_URL points at it."""
-    yield from fresh_database(pg_server_url, seeded_template, "s", monkeypatch)
+    yield from supplied_database(seeded_clones, monkeypatch)
 
 
 @pytest.fixture

@@ -16,6 +16,8 @@ import itertools
 import os
 import secrets
 import uuid
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -72,6 +74,43 @@ def clone_database(server_url: str, template: str, prefix: str = "t") -> str:
 
 def drop_database(server_url: str, name: str) -> None:
     admin_execute(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+class DatabaseSupply:
+    """Fresh databases cloned from one template, made while the tests before them run.
+
+    Cloning takes the server 0.1-0.3 s (with FILE_COPY a checkpoint, then a copy of the template's files),
+    dropping a few hundredths more: about a sixth of the suite's time when every test waited for both.
+    Here AHEAD clones are kept ready, made on background threads, and drops go to the same threads: each
+    test still gets a database of its own, made from the template and never used before, and the server's
+    work overlaps the tests before it instead of adding to them."""
+
+    AHEAD = 2
+
+    def __init__(self, server_url: str, template: str, prefix: str) -> None:
+        self._server_url, self._template, self._prefix = server_url, template, prefix
+        self._background = ThreadPoolExecutor(max_workers=self.AHEAD, thread_name_prefix=f"clone-{template}")
+        self._ready: deque[Future[str]] = deque()
+
+    def take(self) -> str:
+        """A fresh clone's libpq URL (the oldest made ahead, else one made now); the supply is topped up."""
+        url = self._ready.popleft().result() if self._ready else self._clone()
+        while len(self._ready) < self.AHEAD:
+            self._ready.append(self._background.submit(self._clone))
+        return url
+
+    def give_back(self, url: str) -> None:
+        """Drop a clone `take` gave, on a background thread."""
+        self._background.submit(drop_database, self._server_url, database_name(url))
+
+    def close(self) -> None:
+        """Drop the clones made ahead and wait for every drop: the template can go after this."""
+        while self._ready:
+            self.give_back(self._ready.popleft().result())
+        self._background.shutdown(wait=True)
+
+    def _clone(self) -> str:
+        return clone_database(self._server_url, self._template, prefix=self._prefix)
 
 
 def database_name(libpq_url: str) -> str:
