@@ -20,6 +20,7 @@ from tests.pg import (
     clone_database,
     create_login,
     database_name,
+    disposable_data_parent,
     drop_database,
     drop_login,
     start_disposable_server,
@@ -54,7 +55,7 @@ def pg_server_url() -> Iterator[str]:
     if external:
         yield with_database(external, "postgres")
         return
-    with tempfile.TemporaryDirectory(prefix="bs-pg-") as pgdata:
+    with tempfile.TemporaryDirectory(prefix="bs-pg-", dir=disposable_data_parent()) as pgdata:
         server = start_disposable_server(Path(pgdata))
         yield server.get_uri()
         server.cleanup()
