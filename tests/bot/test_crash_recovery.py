@@ -268,6 +268,9 @@ async def test_a_customer_reply_whose_post_failed_is_posted_once_at_the_next_sta
     for _ in range(3):
         async with running_bot(ready_db_url, slack.settings(signing_secret=SECRET), **settings) as bot:
             await bot.settled()
-    assert [c.error for c in slack.calls("chat.postMessage")] == ["internal_error", None]
+    posts = slack.calls("chat.postMessage")
+    assert [c.error for c in posts] == ["internal_error", None], [
+        (c.error, c.args.get("thread_ts"), str(c.args.get("text"))[:100]) for c in posts
+    ]
     (reply,) = replies()
     assert issued["truth"]["overcharge"] in reply
