@@ -2,10 +2,14 @@
 
 Order of locks (the same everywhere, so issuers never deadlock): the daily budget's advisory lock, then
 the invoice row, then the note row. Drafting takes only the invoice row; deciding only the note row.
+
+The note's row is read once, under those locks; what issuing leaves (the issued note, or the note as it
+found it) is handed back as a view, so a resumed case settles on it without reading the note again.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -26,14 +30,31 @@ from approvals.limits import (
     paid_total,
     utc_day,
 )
-from approvals.models import OPEN_NOTES, Decision, IssueOutcome, IssueRefused, NoteStatus, Rule, Vote
+from approvals.models import (
+    OPEN_NOTES,
+    CreditNoteView,
+    Decision,
+    IssueOutcome,
+    IssueRefused,
+    NoteStatus,
+    Rule,
+    Vote,
+)
 from approvals.policy import note_args_hash, utc_now
-from approvals.queries import note_row_in, votes_in
+from approvals.queries import note_row_in, to_view, votes_in
 from engine import schema as t
 from engine.logcontext import bind
 from engine.money import fmt, fmt_amount
 
 HARD_STOP = "budget.hard_stop"
+
+
+class _OtherInvoice(Exception):
+    """The locked row names another invoice than the one locked before it: lock that one instead."""
+
+    def __init__(self, invoice_id: str) -> None:
+        super().__init__(invoice_id)
+        self.invoice_id = invoice_id
 
 
 async def issue(
@@ -45,11 +66,47 @@ async def issue(
     note as it stands, credits beyond what was paid, or the daily budget's hard stop (recorded as the
     incident "budget.hard_stop"). UnknownCreditNote (a LookupError) for an unknown id.
     """
+    outcome, _ = await _issuing(engine, credit_note_id, settings, now, invoice_id=None, approved_only=False)
+    assert outcome is not None  # only `approved_only` hands back a note it did not try to issue
+    return outcome
+
+
+async def issue_if_approved(
+    engine: AsyncEngine,
+    credit_note_id: str,
+    settings: ApprovalSettings,
+    *,
+    invoice_id: str | None = None,
+    now: datetime | None = None,
+) -> CreditNoteView:
+    """The note as issuing leaves it: issued (or reopened) when it was approved, else as it is, with no
+    refusal recorded for a note that is not approved. Every check and lock is `issue`'s; the row is read
+    once, under the locks. `invoice_id`: the note's invoice as the caller knows it (a note never moves
+    to another invoice), so the row need not be read first to learn which invoice to lock.
+
+    Raises IssueRefused as `issue` does, its `note` the view of the note it refused to issue."""
+    _, note = await _issuing(engine, credit_note_id, settings, now, invoice_id=invoice_id, approved_only=True)
+    return note
+
+
+async def _issuing(
+    engine: AsyncEngine,
+    credit_note_id: str,
+    settings: ApprovalSettings,
+    now: datetime | None,
+    *,
+    invoice_id: str | None,
+    approved_only: bool,
+) -> tuple[IssueOutcome | None, CreditNoteView]:
     with bind(credit_note_id=credit_note_id):
         now = now or utc_now()
         try:
-            async with engine.begin() as conn:
-                return await _issue(conn, credit_note_id, settings, now)
+            while True:  # again only when the invoice locked was not the note's
+                try:
+                    async with engine.begin() as conn:
+                        return await _issue(conn, credit_note_id, invoice_id, settings, now, approved_only)
+                except _OtherInvoice as other:
+                    invoice_id = other.invoice_id
         except IssueRefused as refusal:
             action = HARD_STOP if refusal.rule == Rule.DAILY_CREDIT_LIMIT else "credit_note.issue_refused"
             await activity.record_refusal(
@@ -66,26 +123,58 @@ async def issue(
             raise
 
 
-async def _issue(
-    conn: AsyncConnection, credit_note_id: str, settings: ApprovalSettings, now: datetime
-) -> IssueOutcome:
+async def _locked_note(
+    conn: AsyncConnection, credit_note_id: str, invoice_id: str | None
+) -> tuple[Row[Any], list[Vote]]:
+    """The note's row and votes, under the budget's lock, its invoice row's and its own, in that order."""
     await lock_daily_budget(conn)
-    invoice_id = (await note_row_in(conn, credit_note_id)).invoice_id
+    if invoice_id is None:
+        invoice_id = (await note_row_in(conn, credit_note_id)).invoice_id
     await lock_invoice(conn, invoice_id)
     note = await note_row_in(conn, credit_note_id, lock=True)
+    if note.invoice_id != invoice_id:
+        raise _OtherInvoice(note.invoice_id)
+    return note, await votes_in(conn, note.id)
+
+
+async def _issue(
+    conn: AsyncConnection,
+    credit_note_id: str,
+    invoice_id: str | None,
+    settings: ApprovalSettings,
+    now: datetime,
+    approved_only: bool,
+) -> tuple[IssueOutcome | None, CreditNoteView]:
+    note, votes = await _locked_note(conn, credit_note_id, invoice_id)
+    view = to_view(note, votes)
     if note.status == NoteStatus.ISSUED:
-        return IssueOutcome(
-            note.id, NoteStatus.ISSUED, note.amount, False, f"{note.id} was already issued; nothing changed"
-        )
+        again = f"{note.id} was already issued; nothing changed"
+        return IssueOutcome(note.id, NoteStatus.ISSUED, note.amount, False, again), view
     if note.status != NoteStatus.APPROVED:
+        if approved_only:
+            return None, view
         raise IssueRefused(
             Rule.NOT_APPROVED, f"{note.id} is {note.status}; only an approved note can be issued"
         )
-    votes = await votes_in(conn, note.id)
+    try:
+        return await _issue_approved(conn, note, votes, view, settings, now)
+    except IssueRefused as refusal:
+        refusal.note = view
+        raise
+
+
+async def _issue_approved(
+    conn: AsyncConnection,
+    note: Row[Any],
+    votes: list[Vote],
+    view: CreditNoteView,
+    settings: ApprovalSettings,
+    now: datetime,
+) -> tuple[IssueOutcome, CreditNoteView]:
     _check_bound_to_approvals(note, votes)
     _check_approved_in_time(note, votes)
     if len(current_approvals(votes, settings)) < note.needed:
-        return await _reopen(conn, note, votes, settings, now)
+        return await _reopen(conn, note, votes, view, settings, now)
     await _check_room_on_invoice(conn, note)
     await _check_still_owed(conn, note)
     await _check_daily_budget(conn, note.amount, note.currency, settings, now)
@@ -103,13 +192,9 @@ async def _issue(
         note.id,
         {"invoice_id": note.invoice_id, "amount": note.amount, "case_id": note.case_id},
     )
-    return IssueOutcome(
-        note.id,
-        "issued",
-        note.amount,
-        True,
-        f"{note.id} issued: {fmt_amount(note.amount, note.currency)} on {note.invoice_id}",
-    )
+    issued = f"{note.id} issued: {fmt_amount(note.amount, note.currency)} on {note.invoice_id}"
+    outcome = IssueOutcome(note.id, NoteStatus.ISSUED, note.amount, True, issued)
+    return outcome, replace(view, status=NoteStatus.ISSUED, issued_at=now)
 
 
 def _check_bound_to_approvals(note: Row[Any], votes: list[Vote]) -> None:
@@ -145,8 +230,13 @@ def _check_approved_in_time(note: Row[Any], votes: list[Vote]) -> None:
 
 
 async def _reopen(
-    conn: AsyncConnection, note: Row[Any], votes: list[Vote], settings: ApprovalSettings, now: datetime
-) -> IssueOutcome:
+    conn: AsyncConnection,
+    note: Row[Any],
+    votes: list[Vote],
+    view: CreditNoteView,
+    settings: ApprovalSettings,
+    now: datetime,
+) -> tuple[IssueOutcome, CreditNoteView]:
     """Approved by someone no longer on the approver list: the note goes back to waiting for a current
     approver (with a fresh approval window) instead of moving money on a departed person's word."""
     removed = sorted({v.approver for v in votes if v.decision == Decision.APPROVE} - settings.approvers)
@@ -169,7 +259,8 @@ async def _reopen(
         f"{note.id} was approved by {', '.join(removed)}, no longer on the approver list; it waits for a "
         "current approver"
     )
-    return IssueOutcome(note.id, NoteStatus.DRAFT, note.amount, True, message)
+    reopened = replace(view, status=NoteStatus.DRAFT, decided_at=None, expires_at=expires_at)
+    return IssueOutcome(note.id, NoteStatus.DRAFT, note.amount, True, message), reopened
 
 
 async def _check_room_on_invoice(conn: AsyncConnection, note: Row[Any]) -> None:

@@ -133,6 +133,8 @@ class ApprovalRefused(Refused):
 class IssueRefused(Refused):
     """issue refused to issue (a hard stop on the daily budget is one of these)."""
 
+    note: CreditNoteView | None = None  # the note as issuing found it under its locks, once it had read it
+
 
 class UnknownCreditNote(LookupError):
     def __init__(self, credit_note_id: str) -> None:

@@ -1181,3 +1181,37 @@ async def test_queries(ledger: AsyncEngine) -> None:
         await issue(ledger, "CN-9999", SETTINGS)
     with pytest.raises(ValueError, match="decision"):
         await decide(ledger, waiting, approver=BOB, decision="maybe", requester=REQUESTER, settings=SETTINGS)
+
+
+async def test_issue_if_approved_hands_back_the_note_as_a_fresh_read_shows_it(ledger: AsyncEngine) -> None:
+    """A resumed case settles on what issuing hands back instead of reading the note again: so that view
+    must be the note as the database now has it — a draft untouched (and no refusal recorded for it),
+    an approved note issued, one whose approver left reopened, one refused with the note it refused."""
+    from approvals.issuing import issue_if_approved
+
+    waiting = await draft(ledger, BIG, "500.00")
+    before = await activity(ledger)
+    assert await issue_if_approved(ledger, waiting, SETTINGS) == await get_credit_note(ledger, waiting)
+    assert (await get_credit_note(ledger, waiting)).status == "draft"
+    assert await activity(ledger) == before  # not approved is no refusal here
+
+    approved = await draft(ledger)
+    await approve(ledger, approved, ALICE)
+    # A wrong invoice named for the lock: issuing locks the note's own invoice and issues all the same.
+    issued = await issue_if_approved(ledger, approved, SETTINGS, invoice_id=TWICE)
+    assert issued == await get_credit_note(ledger, approved)
+    assert issued.status == "issued" and issued.issued_at is not None
+
+    reopened = await draft(ledger, TWICE, "123.60")
+    await approve(ledger, reopened, ALICE)
+    without_alice = ApprovalSettings(approvers=SETTINGS.approvers - {ALICE})
+    view = await issue_if_approved(ledger, reopened, without_alice, invoice_id=TWICE)
+    assert view == await get_credit_note(ledger, reopened) and view.status == "draft"
+
+    await approve(ledger, reopened, BOB)
+    tight = ApprovalSettings(approvers=SETTINGS.approvers, daily_credit_limit=Decimal("200.00"))
+    with pytest.raises(IssueRefused) as refused:
+        await issue_if_approved(ledger, reopened, tight, invoice_id=TWICE)
+    assert refused.value.rule == Rule.DAILY_CREDIT_LIMIT
+    assert refused.value.note == await get_credit_note(ledger, reopened)
+    assert (await activity(ledger))[-1].action == "budget.hard_stop"

@@ -5,9 +5,9 @@ intake → investigate → verify → write_up → END                       (ex
 
 request_approval holds the only side effect before the pause (drafting, idempotent by key), because a node
 that calls interrupt() runs again from its top when resumed. await_approval pauses until a decision has been
-claimed in the database, then re-reads the note (the database is the source of truth): still a draft (one of
-two approvals so far) → wait again; approved → issue; rejected, expired or cancelled → rewrite the customer
-reply.
+claimed in the database, then reads the note once, under issuing's locks (the database is the source of
+truth): approved → issue, and settle on the issued note; still a draft (one of two approvals so far) → wait
+again; rejected, expired or cancelled → rewrite the customer reply.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from agent.graph.write_up import COMPLAINT, compose_reply, ungrounded_in_reply
 from agent.model import budget
 from agent.model.costs import endpoint_host
 from approvals import drafting, holds, issuing, queries
-from approvals.models import NO_MONEY, CreditNoteView, Decision, NoteStatus, Refused, Rule
+from approvals.models import NO_MONEY, CreditNoteView, Decision, IssueRefused, NoteStatus, Refused, Rule
 from engine import schema
 from engine.db import reading
 from engine.money import fmt
@@ -291,32 +291,34 @@ async def await_approval(state: CaseState, runtime: Runtime[CaseContext]) -> dic
     assert note is not None
     asked = {"credit_note_id": note["id"], "amount": note["amount"], "needed": note["needed"]}
     decision = Resume.from_dict(interrupt(asked))
-    current = await queries.get_credit_note(context.engine, note["id"])
     decisions = [*state.get("decisions", []), decision.to_dict()]
+    try:
+        # The note as the database has it now, issued first when it is approved: one read, under
+        # issuing's locks, and the case settles on what issuing left.
+        current = await issuing.issue_if_approved(
+            context.engine, note["id"], context.approval_settings, invoice_id=note.get("invoice_id")
+        )
+    except IssueRefused as refusal:
+        refused = refusal.note or await queries.get_credit_note(context.engine, note["id"])
+        if refusal.rule == Rule.DAILY_CREDIT_LIMIT and holds.fits_a_day(
+            refused.amount, refused.currency, context.approval_settings
+        ):
+            # A hard stop holds the approved note, it does not undo the approvals: the case keeps
+            # waiting, and the sweep resumes it once the day's limit has room (the next UTC day, or
+            # a raised limit). A note larger than a whole day's limit escalates like any refusal.
+            return {
+                "decisions": decisions,
+                "credit_note": refused.summary(),
+                "status": CaseStatus.AWAITING_APPROVAL.value,
+            }
+        return {
+            "decisions": decisions,
+            "credit_note": refused.summary(),
+            **_escalate(f"issuing {note['id']} was refused ({refusal.rule}): {refusal.message}"),
+        }
     if decision.decision == Decision.REQUEST_CHANGES and current.status == NoteStatus.REJECTED:
         sent_back = _changes_requested(state, decision)
         return {"decisions": decisions, "credit_note": current.summary(), **sent_back}
-    if current.status == NoteStatus.APPROVED:
-        try:
-            await issuing.issue(context.engine, note["id"], context.approval_settings)
-        except Refused as refusal:
-            if refusal.rule == Rule.DAILY_CREDIT_LIMIT and holds.fits_a_day(
-                current.amount, current.currency, context.approval_settings
-            ):
-                # A hard stop holds the approved note, it does not undo the approvals: the case keeps
-                # waiting, and the sweep resumes it once the day's limit has room (the next UTC day, or
-                # a raised limit). A note larger than a whole day's limit escalates like any refusal.
-                return {
-                    "decisions": decisions,
-                    "credit_note": current.summary(),
-                    "status": CaseStatus.AWAITING_APPROVAL.value,
-                }
-            return {
-                "decisions": decisions,
-                "credit_note": current.summary(),
-                **_escalate(f"issuing {note['id']} was refused ({refusal.rule}): {refusal.message}"),
-            }
-        current = await queries.get_credit_note(context.engine, note["id"])
     return {"decisions": decisions, **settled_on_note(state, current)}
 
 
