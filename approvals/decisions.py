@@ -12,13 +12,16 @@ Slack id, and one OS account casts at most one vote on a note, whatever `--as` s
 Concurrency: a vote locks the note row (FOR UPDATE) before counting, so two approvers clicking at the
 same moment are counted one after the other, never both as "the first of two". The status change
 itself is a conditional UPDATE … WHERE status = 'draft', so a decision never overwrites another.
+That locked read is the vote's only read of the note: a vote cast from a card is checked against the
+card there too (is the note still a draft, is the card current: NoteMovedOn), and the outcome names
+the note's case.
 
 Refusals roll back whatever the vote had started and are then recorded on their own in activity_log.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -28,9 +31,19 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from approvals import activity
 from approvals.config import ApprovalSettings, is_slack_user_id
 from approvals.expiry import expire_if_overdue
-from approvals.models import CLI_SOURCE, ApprovalRefused, Decision, DecisionOutcome, NoteStatus, Rule, Vote
+from approvals.models import (
+    CLI_SOURCE,
+    ApprovalRefused,
+    Decision,
+    DecisionOutcome,
+    NoCase,
+    NoteMovedOn,
+    NoteStatus,
+    Rule,
+    Vote,
+)
 from approvals.policy import note_args_hash, utc_now
-from approvals.queries import note_row_in, votes_in
+from approvals.queries import note_row_in, to_view, votes_in
 from engine import schema as t
 from engine.logcontext import bind
 
@@ -69,6 +82,9 @@ class Ballot:
     requester: str | None
     approver_is_bot: bool
     source: str | None = None  # slack:<team id> or cli:<os account>; None: a caller that did not say
+    seen_revision: int | None = None  # cast from a card at this revision; None: not from a card
+    seen_at: datetime | None = None  # when that vote arrived: what landed later was not on its card
+    case_required: bool = False  # the note must have been drafted by a case (NoCase otherwise)
 
     @property
     def from_cli(self) -> bool:
@@ -93,6 +109,8 @@ async def decide(
     approver_is_bot: bool = False,
     source: str | None = None,
     now: datetime | None = None,
+    seen_revision: int | None = None,
+    case_required: bool = False,
 ) -> DecisionOutcome:
     """Record one person's approve/reject and resolve the note when the vote settles it.
 
@@ -100,26 +118,45 @@ async def decide(
     Raises ApprovalRefused(rule, message) when a rule says no (recorded; nothing else changes),
     UnknownCreditNote (a LookupError) for an unknown id, ValueError for a decision other than
     approve/reject. A draft past its expiry is marked expired first, then the vote is refused.
+    `seen_revision`: the vote was cast from a card at this revision; a note no longer a draft, or a
+    card behind it, raises NoteMovedOn before any rule looks at the vote (nothing recorded).
+    `case_required`: a note drafted outside a case raises NoCase, before anything is recorded.
     """
     with bind(credit_note_id=credit_note_id):
         if decision not in OUTCOME:
             raise ValueError(f"decision must be 'approve' or 'reject', not {decision!r}")
         ballot = Ballot(
-            credit_note_id, approver, decision, (comment or "").strip(), requester, approver_is_bot, source
+            credit_note_id,
+            approver,
+            decision,
+            (comment or "").strip(),
+            requester,
+            approver_is_bot,
+            source,
+            seen_revision,
+            (now or utc_now()) if seen_revision is not None else None,
+            case_required,
         )
-        await expire_if_overdue(engine, credit_note_id, now or utc_now())
         try:
             try:
-                async with engine.begin() as conn:
-                    return await _count_vote(conn, ballot, settings, now)
-            except _Overdue as overdue:  # ran out while the vote waited for the note: expire it, then refuse
+                return await _claim(engine, ballot, settings, now)
+            except _Overdue as overdue:
+                # Expired on its own (it stays expired whatever the vote), then the vote is judged on
+                # the expired note: a rule that refuses the voter still speaks first, then "expired".
                 await expire_if_overdue(engine, credit_note_id, overdue.at)
-                raise _expired(credit_note_id) from None
+                return await _claim(engine, replace(ballot, seen_revision=None), settings, now)
         except _AlreadyResolved as resolved:
             return resolved.outcome
         except ApprovalRefused as refusal:
             await record_refused(engine, ballot, refusal)
             raise
+
+
+async def _claim(
+    engine: AsyncEngine, ballot: Ballot, settings: ApprovalSettings, now: datetime | None
+) -> DecisionOutcome:
+    async with engine.begin() as conn:
+        return await _count_vote(conn, ballot, settings, now)
 
 
 async def record_refused(engine: AsyncEngine, ballot: Ballot, refusal: ApprovalRefused) -> None:
@@ -141,16 +178,17 @@ async def _count_vote(
     conn: AsyncConnection, ballot: Ballot, settings: ApprovalSettings, now: datetime | None
 ) -> DecisionOutcome:
     note = await note_row_in(conn, ballot.credit_note_id, lock=True)
+    votes = await votes_in(conn, note.id)
+    _check_seen(ballot, note, votes)
     now = now or utc_now()  # the vote counts at the moment it holds the note, not when it was cast
+    if note.status == NoteStatus.DRAFT and note.expires_at is not None and note.expires_at <= now:
+        raise _Overdue(now)
     check_identity(ballot, settings)
     await check_not_requester(conn, ballot, note.case_id)
     if ballot.decision == Decision.REJECT and not ballot.comment:
         raise ApprovalRefused(Rule.REASON_REQUIRED, "a reject needs a reason")
-    votes = await votes_in(conn, note.id)
     if note.status != NoteStatus.DRAFT:
         return _settled(note, ballot.decision, votes)
-    if note.expires_at is not None and note.expires_at <= now:
-        raise _Overdue(now)
     if note_args_hash(note) != note.args_hash:
         raise ApprovalRefused(
             Rule.ARGS_MISMATCH,
@@ -165,10 +203,31 @@ async def _count_vote(
     approvals = len(current_approvals(votes, settings)) + (ballot.decision == Decision.APPROVE)
     if ballot.decision == Decision.APPROVE and approvals < note.needed:
         waiting = f"Approval recorded for {note.id}: {approvals} of {note.needed}; it needs another approver"
-        return DecisionOutcome(note.id, NoteStatus.DRAFT, approvals, note.needed, True, waiting)
+        return DecisionOutcome(note.id, NoteStatus.DRAFT, approvals, note.needed, True, waiting, note.case_id)
     await _resolve(conn, note, ballot, approvals, now)
     done = _resolved_message(note.id, ballot)
-    return DecisionOutcome(note.id, OUTCOME[ballot.decision], approvals, note.needed, True, done)
+    return DecisionOutcome(
+        note.id, OUTCOME[ballot.decision], approvals, note.needed, True, done, note.case_id
+    )
+
+
+def _check_seen(ballot: Ballot, note: Row[Any], votes: list[Vote]) -> None:
+    """Before any rule looks at the vote: a vote from a card needs the note still a draft and the card
+    current; a decision that needs a case needs the note to have one.
+
+    The card is judged as the note was when the vote arrived: a vote or a decision that landed while
+    this one waited for the lock was on no card it could have seen, so two approvers clicking at once
+    are still counted one after the other, and a note decided meanwhile is left to the rules (a no-op
+    for the same outcome, else a conflict)."""
+    if ballot.seen_revision is not None and ballot.seen_at is not None:
+        arrived = ballot.seen_at
+        if note.status != NoteStatus.DRAFT:
+            if note.decided_at is None or note.decided_at <= arrived:
+                raise NoteMovedOn(to_view(note, votes))
+        elif ballot.seen_revision < to_view(note, [v for v in votes if v.decided_at <= arrived]).revision:
+            raise NoteMovedOn(to_view(note, votes))
+    if ballot.case_required and note.case_id is None:
+        raise NoCase(f"{note.id} was not drafted by a case")
 
 
 def check_identity(ballot: Ballot, settings: ApprovalSettings) -> None:
@@ -204,6 +263,8 @@ async def check_not_requester(conn: AsyncConnection, ballot: Ballot, case_id: st
         ).first()
         if found is not None:
             requesters |= {who for who in found if who}
+        elif ballot.case_required:  # the note names a case that is gone: nothing to resume
+            raise NoCase(f"{ballot.credit_note_id} names case {case_id}, which does not exist")
     if approver in requesters:
         raise ApprovalRefused(
             Rule.REQUESTER_CANNOT_APPROVE,
@@ -259,6 +320,7 @@ def _settled(note: Row[Any], decision: str, votes: list[Vote]) -> DecisionOutcom
         note.needed,
         False,
         f"{note.id} is already {note.status}; nothing changed",
+        note.case_id,
     )
 
 

@@ -45,6 +45,15 @@ class OpenNote:
 CREDITED_NOTES = (NoteStatus.APPROVED, NoteStatus.ISSUED)
 # Notes that ended without money leaving: the customer reply promises nothing.
 NO_MONEY = (NoteStatus.REJECTED, NoteStatus.EXPIRED, NoteStatus.CANCELLED)
+# How far each status is along its way: with the number of votes it makes the note's revision.
+_STATUS_RANK = {
+    NoteStatus.DRAFT: 0,
+    NoteStatus.APPROVED: 1,
+    NoteStatus.ISSUED: 2,
+    NoteStatus.REJECTED: 1,
+    NoteStatus.EXPIRED: 1,
+    NoteStatus.CANCELLED: 2,
+}
 
 
 class Decision(StrEnum):
@@ -136,6 +145,19 @@ class IssueRefused(Refused):
     note: CreditNoteView | None = None  # the note as issuing found it under its locks, once it had read it
 
 
+class NoteMovedOn(Exception):
+    """A vote cast from a card (at `seen_revision`) on a note that has moved on since: it is no longer a
+    draft, or the card is behind its votes. Found under the note's lock; nothing was recorded."""
+
+    def __init__(self, note: CreditNoteView) -> None:
+        super().__init__(f"{note.id} is {note.status} at revision {note.revision}")
+        self.note = note
+
+
+class NoCase(LookupError):
+    """A decision that needs the note's case (every decision from Slack) on a note without one."""
+
+
 class UnknownCreditNote(LookupError):
     def __init__(self, credit_note_id: str) -> None:
         super().__init__(f"no credit note {credit_note_id!r}")
@@ -183,6 +205,14 @@ class CreditNoteView:
     cancelled_by: str | None = None  # who cancelled an approved note that was never issued
     cancel_reason: str | None = None
 
+    @property
+    def revision(self) -> int:
+        """The card's revision, a pure function of the note's state: every vote and every status change
+        raises it, so two bot processes agree on it without storing it, and a click carrying a lower one
+        (the block_id's `rN`) came from a card that is out of date."""
+        votes = self.approvals + (1 if self.rejected_by else 0)
+        return votes + _STATUS_RANK.get(self.status, 0)
+
     def summary(self) -> dict[str, Any]:
         """The credit note as a case's JSON shows it (DESIGN.md §3); money as a two-decimal string, with
         its currency beside it."""
@@ -205,6 +235,7 @@ class DecisionOutcome:
     needed: int
     changed: bool  # False: the note already had this outcome, nothing was written
     message: str  # one line, fit for the person who clicked
+    case_id: str | None = None  # the note's case, as the decision found it under the note's lock
 
 
 @dataclass(frozen=True)

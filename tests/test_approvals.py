@@ -35,6 +35,7 @@ from approvals import (
     issue,
     list_pending,
 )
+from approvals.models import NoCase, NoteMovedOn
 from engine import schema as t
 from engine.db import create_engine
 
@@ -1215,3 +1216,47 @@ async def test_issue_if_approved_hands_back_the_note_as_a_fresh_read_shows_it(le
     assert refused.value.rule == Rule.DAILY_CREDIT_LIMIT
     assert refused.value.note == await get_credit_note(ledger, reopened)
     assert (await activity(ledger))[-1].action == "budget.hard_stop"
+
+
+async def test_a_vote_from_a_card_is_checked_against_the_card_under_the_notes_lock(
+    ledger: AsyncEngine,
+) -> None:
+    """A click carries the revision of the card it came from: the claim's one read of the note (under its
+    lock) checks that the note is still a draft and the card current, before any rule, recording nothing
+    when it is not; and a decision that needs the note's case refuses one whose case is gone."""
+    note_id = await draft(ledger, BIG, "500.00")  # needs two approvers
+    vote = {"decision": "approve", "requester": REQUESTER, "settings": SETTINGS}
+    first = await decide(ledger, note_id, approver=ALICE, seen_revision=0, **vote)
+    assert (first.status, first.approvals, first.case_id) == ("draft", 1, "case-1")
+    before = (await count(ledger, t.approvals), await activity(ledger))
+    with pytest.raises(NoteMovedOn) as moved:  # drawn before ALICE's vote: out of date
+        await decide(ledger, note_id, approver=BOB, seen_revision=0, **vote)
+    assert moved.value.note == await get_credit_note(ledger, note_id) and moved.value.note.revision == 1
+    with pytest.raises(NoteMovedOn):  # not on the approver list: still the card speaks first
+        await decide(ledger, note_id, approver="U0NOBODY", seen_revision=0, **vote)
+    assert (await count(ledger, t.approvals), await activity(ledger)) == before
+    second = await decide(ledger, note_id, approver=BOB, seen_revision=1, **vote)
+    assert (second.status, second.changed) == ("approved", True)
+    with pytest.raises(NoteMovedOn) as moved:  # no longer a draft, whatever revision the card claims
+        await decide(ledger, note_id, approver=CAROL, seen_revision=99, **vote)
+    assert moved.value.note.status == "approved"
+
+    caseless = await draft(ledger, TWICE, "123.60", case_id="case-gone")  # no cases row by that id
+    with pytest.raises(NoCase):
+        await decide(ledger, caseless, approver=ALICE, case_required=True, **vote)
+    assert await count(ledger, t.approvals, t.approvals.c.credit_note_id == caseless) == 0
+    assert (await decide(ledger, caseless, approver=ALICE, **vote)).status == "approved"
+
+
+async def test_two_approvers_clicking_one_card_at_once_are_both_counted(ledger: AsyncEngine) -> None:
+    """BOB's click arrived before ALICE's vote was counted (they clicked the same card at once): the
+    card he saw was current when he clicked, so his vote counts as the second, not as a stale card."""
+    note_id = await draft(ledger, BIG, "500.00")
+    vote = {"decision": "approve", "requester": REQUESTER, "settings": SETTINGS, "seen_revision": 0}
+    clicked = datetime.now(UTC)
+    await decide(ledger, note_id, approver=ALICE, now=clicked + timedelta(seconds=1), **vote)
+    both = await decide(ledger, note_id, approver=BOB, now=clicked, **vote)
+    assert (both.status, both.approvals, both.changed) == ("approved", 2, True)
+    # A click that arrived before the note was approved: the rules judge it (the same outcome: a no-op).
+    late = await decide(ledger, note_id, approver=CAROL, now=clicked - timedelta(seconds=1), **vote)
+    assert (late.status, late.changed) == ("approved", False)

@@ -11,7 +11,15 @@ from agent.cases.record import CaseNotFound, case_row, show_case, sync_case
 from agent.cases.runner import WAITING_NODE, CaseRunner, thread_config
 from agent.graph.state import EXPIRED_RESUME, CaseStatus, Resume
 from approvals import cancelling, decisions, queries
-from approvals.models import NO_MONEY, ApprovalRefused, CreditNoteView, Decision, DecisionOutcome, Rule
+from approvals.models import (
+    NO_MONEY,
+    ApprovalRefused,
+    CreditNoteView,
+    Decision,
+    DecisionOutcome,
+    NoCase,
+    Rule,
+)
 
 log = logging.getLogger(__name__)
 
@@ -26,14 +34,14 @@ async def decide(
     approver_is_bot: bool = False,
     source: str | None = None,
     resume_as: Decision | None = None,
-    note: CreditNoteView | None = None,
+    seen_revision: int | None = None,
 ) -> tuple[DecisionOutcome, dict[str, Any]]:
     """Claim the decision in the database first (compare-and-set), then resume the paused graph.
     `source`: where the vote came from, `slack:<team id>` or `cli:<os account>` (approvals.source).
     `resume_as`: what the graph hears, when it is more than the vote (a reject that requests changes).
-    `note`: the note as the caller just read it (only its case is taken from it), saving a second read."""
-    case_id = await _case_of(cases, credit_note_id, note)
-    requester = (await case_row(cases.engine, case_id)).requester
+    `seen_revision`: the card's revision the vote was cast from; a note that moved on since raises
+    NoteMovedOn. The claim's locked read is the only read of the note: it names the case too (the case
+    row's requester is checked under it), and a note drafted outside a case raises CaseNotFound."""
     try:
         outcome = await decisions.decide(
             cases.engine,
@@ -41,15 +49,21 @@ async def decide(
             approver=approver,
             decision=decision,
             comment=comment,
-            requester=requester,
+            requester=None,  # the claim checks the case row's requester itself
             settings=await cases.settings_in_force(),
             approver_is_bot=approver_is_bot,
             source=source,
+            seen_revision=seen_revision,
+            case_required=True,
         )
+    except NoCase as error:
+        raise CaseNotFound(str(error)) from None
     except ApprovalRefused as refusal:
         if refusal.rule == Rule.EXPIRED:  # the vote found the draft overdue and expired it
-            await resume(cases, case_id, EXPIRED_RESUME)
+            await resume(cases, await _case_of(cases, credit_note_id), EXPIRED_RESUME)
         raise
+    case_id = outcome.case_id
+    assert case_id is not None  # case_required: the claim refused a note without one
     resumed = None
     if outcome.changed:
         resumed = await _resumed(cases, case_id, Resume(approver, resume_as or decision, comment))
@@ -64,7 +78,7 @@ async def request_changes(
     question: str,
     approver_is_bot: bool = False,
     source: str | None = None,
-    note: CreditNoteView | None = None,
+    seen_revision: int | None = None,
 ) -> tuple[DecisionOutcome, dict[str, Any]]:
     """Send the note back with a question: a reject vote (every rule of a vote applies) whose comment is
     the question; the case then waits for the requester's answer (`revision_requested`), or escalates
@@ -78,7 +92,7 @@ async def request_changes(
         approver_is_bot=approver_is_bot,
         source=source,
         resume_as=Decision.REQUEST_CHANGES,
-        note=note,
+        seen_revision=seen_revision,
     )
 
 
@@ -110,7 +124,7 @@ async def cancel(
     return outcome, await show_case(cases.engine, case_id)
 
 
-async def _case_of(cases: CaseRunner, credit_note_id: str, note: CreditNoteView | None) -> str:
+async def _case_of(cases: CaseRunner, credit_note_id: str, note: CreditNoteView | None = None) -> str:
     if note is None:
         note = await queries.get_credit_note(cases.engine, credit_note_id)
     if note.case_id is None:

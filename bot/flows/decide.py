@@ -24,6 +24,7 @@ from approvals.models import (
     CreditNoteView,
     Decision,
     DecisionOutcome,
+    NoteMovedOn,
     NoteStatus,
     Refused,
     Rule,
@@ -35,7 +36,7 @@ from bot.flows.home import publish_home
 from bot.flows.one_person import refusal, tell
 from bot.flows.show import settle_card
 from bot.identity import sent_by_a_bot
-from bot.presenters.notes import card_revision, customer_of_invoice, note_model
+from bot.presenters.notes import customer_of_invoice, note_model
 from bot.runtime import BotRuntime
 
 log = logging.getLogger(__name__)
@@ -123,11 +124,17 @@ async def _open_note(
         note = await queries.get_credit_note(runtime.engine, credit_note_id)
     except UnknownCreditNote:
         return refusal(Rule.UNKNOWN_CREDIT_NOTE, f"there is no credit note {credit_note_id}"), None
+    return _moved_on(note, seen_revision, decision), note
+
+
+def _moved_on(note: CreditNoteView, seen_revision: int | None, decision: Decision) -> Message | None:
+    """What a click on a note that moved on since its card was drawn is told: already decided, or the
+    card was out of date; None when it may go ahead."""
     if note.status != OPEN_STATUS[decision]:
-        return already_decided_message(note.id, note.status), note
-    if seen_revision is not None and seen_revision < card_revision(note):
-        return stale_card_message(note.id), note
-    return None, note
+        return already_decided_message(note.id, note.status)
+    if seen_revision is not None and seen_revision < note.revision:
+        return stale_card_message(note.id)
+    return None
 
 
 async def decide(
@@ -147,15 +154,15 @@ async def decide(
 
     `from_a_bot`: the payload says a bot sent it. Slackbot and this app's own bot user are known here
     too; either way approvals/ refuses the decision (approver_is_bot), whatever the allowlist says."""
-    note = None  # read by the click's check, it is not read again for its case
-    if seen_revision is not None:
-        stop, note = await _open_note(runtime, credit_note_id, seen_revision, decision)
-        if stop is not None:
-            return DecisionReport(stop)
     service = runtime.service
     try:
         is_bot = from_a_bot or sent_by_a_bot({}, user_id, await runtime.installation())
         if decision == Decision.CANCEL:
+            note = None  # read by the click's check, it is not read again for its case
+            if seen_revision is not None:
+                stop, note = await _open_note(runtime, credit_note_id, seen_revision, decision)
+                if stop is not None:
+                    return DecisionReport(stop)
             outcome, case = await service.cancel(
                 credit_note_id,
                 approver=user_id,
@@ -165,13 +172,14 @@ async def decide(
                 note=note,
             )
         elif decision == Decision.REQUEST_CHANGES:
+            # A vote checks the card under the note's lock, in its one read of the note (NoteMovedOn).
             outcome, case = await service.request_changes(
                 credit_note_id,
                 approver=user_id,
                 question=comment,
                 approver_is_bot=is_bot,
                 source=source,
-                note=note,
+                seen_revision=seen_revision,
             )
         else:
             outcome, case = await service.decide(
@@ -181,8 +189,10 @@ async def decide(
                 comment=comment,
                 approver_is_bot=is_bot,
                 source=source,
-                note=note,
+                seen_revision=seen_revision,
             )
+    except NoteMovedOn as moved:
+        return DecisionReport(_moved_on(moved.note, seen_revision, decision))
     except UnknownCreditNote:
         return DecisionReport(refusal(Rule.UNKNOWN_CREDIT_NOTE, f"there is no credit note {credit_note_id}"))
     except CaseNotFound as error:
@@ -239,7 +249,7 @@ async def ask_for_reason(runtime: BotRuntime, decision: Decision, click: Click) 
         channel=click.channel or "",
         message_ts=click.message_ts or "",
         credit_note_id=note.id,
-        revision=card_revision(note) if click.revision is None else click.revision,
+        revision=note.revision if click.revision is None else click.revision,
     )
     view = reason_modal(decision, meta, note_model(note), currency)
     await runtime.client.views_open(trigger_id=click.trigger_id, view=view)

@@ -46,7 +46,6 @@ from bot.presenters.model_cost import model_line
 from bot.presenters.notes import (
     CardUnavailable,
     args_summary,
-    card_revision,
     customer_of_invoice_in,
     decision_views,
     note_model,
@@ -108,7 +107,7 @@ class ApproverView:
 
     @property
     def revision(self) -> int:
-        return card_revision(self.note)
+        return self.note.revision
 
 
 async def read_approver_view(

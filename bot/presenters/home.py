@@ -20,7 +20,7 @@ from approvals.limits import issued_today, utc_day
 from approvals.models import CreditNoteView as Note
 from approvals.models import NoteStatus
 from bot.cards.models import CaseSummaryView, CreditLeftView, CustomerView, HomeView, PendingNoteView
-from bot.presenters.notes import card_revision, note_model
+from bot.presenters.notes import note_model
 from engine import schema
 from engine.db import reading
 
@@ -53,7 +53,7 @@ async def _note_views(
             ),
             n.case_id or "—",
             customers[n.invoice_id],
-            card_revision(n),
+            n.revision,
         )
         for n, why in notes
         if n.invoice_id in customers

@@ -1,4 +1,4 @@
-"""What every screen reads of a credit note and its customer: the card revision, the note's view model,
+"""What every screen reads of a credit note and its customer: the note's view model,
 the votes, the customer of an invoice. Shared by the approver's view, the case messages and App Home."""
 
 from __future__ import annotations
@@ -12,36 +12,16 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from approvals.config import is_slack_user_id
 from approvals.models import CreditNoteView as Note
-from approvals.models import NoteStatus, Vote
+from approvals.models import Vote
 from bot.cards.models import CardNote, CustomerView, DecisionView
 from engine import schema
 from engine.db import reading
 
-# How far each status is along its way: with the number of votes it makes the card's revision.
-_STATUS_RANK = {
-    NoteStatus.DRAFT: 0,
-    NoteStatus.APPROVED: 1,
-    NoteStatus.ISSUED: 2,
-    NoteStatus.REJECTED: 1,
-    NoteStatus.EXPIRED: 1,
-    NoteStatus.CANCELLED: 2,
-}
 _EVIDENCE_REF = re.compile(r"\s*\[E\d+\]")
 
 
 class CardUnavailable(LookupError):
     """The card cannot be drawn (its invoice or customer is gone from the ledger)."""
-
-
-# ---- revisions ------------------------------------------------------------------------------------------
-
-
-def card_revision(note: Note) -> int:
-    """The card's revision, a pure function of the note's state: every vote and every status change
-    raises it, so two bot processes agree on it without storing it, and a click carrying a lower one
-    (the block_id's `rN`) came from a card that is out of date."""
-    votes = note.approvals + (1 if note.rejected_by else 0)
-    return votes + _STATUS_RANK.get(note.status, 0)
 
 
 # ---- small mappings ---------------------------------------------------------------------------------------
