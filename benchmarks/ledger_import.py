@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -115,6 +116,8 @@ def main() -> int:
             f"{size_mb:.1f} MB in {time.perf_counter() - started:.1f} s"
         )
         imports, reimports, floors, rss = [], [], [], []
+        cpu: dict[str, list[float]] = {"import": [], "re-import": [], "floor": []}  # each process's own
+        load_before = os.getloadavg()[0]
         dumped = Path(scratch) / "dump"
         dumped.mkdir()
         made: list[str] = []
@@ -122,24 +125,27 @@ def main() -> int:
             for _ in range(args.repeat):
                 name, url = fresh_database(server)
                 made.append(name)
-                seconds, peak, _, out, _ = _run(
+                seconds, peak, _, out, used = _run(
                     [sys.executable, "-c", CLI, "ledger", "import", str(path), "--json"], url
                 )
+                cpu["import"].append(used)
                 counts = json.loads(out)["counts"]
                 imports.append(seconds)
                 rss.append(peak)
-                seconds, peak, _, out, _ = _run(
+                seconds, peak, _, out, used = _run(
                     [sys.executable, "-c", CLI, "ledger", "import", str(path), "--json"], url
                 )
+                cpu["re-import"].append(used)
                 assert all(c["added"] == c["changed"] == 0 for c in json.loads(out)["counts"].values())
                 reimports.append(seconds)
                 rss.append(peak)
                 rows = dump(url, dumped)
                 floor_name, floor_url = fresh_database(server)
                 made.append(floor_name)
-                seconds, _, _, _, _ = _run(
+                seconds, _, _, _, used = _run(
                     [sys.executable, "-c", FLOOR, ",".join(TABLE_ORDER), str(dumped)], floor_url
                 )
+                cpu["floor"].append(used)
                 floors.append(seconds)
         finally:
             for name in made:
@@ -155,6 +161,10 @@ def main() -> int:
             f"(goal < {GOAL_RSS_MB:.0f} MB: {'met' if max(rss) < GOAL_RSS_MB else 'NOT met'})"
         )
         print(f"re-import of the same file (nothing changes): {again:.1f} s = {again / floor:.1f}x the floor")
+        # The wall clock on a shared machine is mostly waiting for a core: CPU and load say how much.
+        used = ", ".join(f"{name} {statistics.median(v):.1f} s" for name, v in cpu.items())
+        print(f"CPU (user+sys) of each client process, Postgres's backend not included: {used}")
+        print(f"load average (1 min): {load_before:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
     return 0
 
 
