@@ -173,6 +173,13 @@ class SlackRecorder(SlackWebApi):
 
     # ---- arranging a scene (post_user_message: web_api.py) ---------------------------------------------
 
+    def open_connections(self) -> int:
+        """Client connections open now, each with any request still being answered on it. 0 once a
+        stopped process's sockets are closed and every request it had sent was answered (or dropped):
+        from then on, what it told Slack is all recorded."""
+        server = self._runner.server if self._runner is not None else None
+        return len(server.connections) if server is not None else 0
+
     def fail_next(
         self, method: str, error: str = "ratelimited", *, times: int = 1, retry_after: int = 1
     ) -> None:
