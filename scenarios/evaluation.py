@@ -48,6 +48,9 @@ from scenarios.generator import DEFAULT_SCENARIOS_DIR, DEFAULT_SEED
 from scenarios.languages import in_language
 
 CONCURRENT_CASES = 8
+# How long an interrupted run waits for its cancelled tasks to unwind (psycopg gives a query's
+# cancellation 5 s) before asyncio.run's shutdown cancels whatever is left.
+UNWIND_SECONDS = 10.0
 REQUESTER = "eval"
 NAMED_BY = ("name", "email")
 Progress = Callable[[str], None]
@@ -293,7 +296,26 @@ async def run_repetition(
                     answer = error_answer(f"{type(error).__name__}: {error}")
             return Run(scenario, repetition, answer, score(scenario.truth, answer), replied_in)
 
-        return list(await asyncio.gather(*(one(s) for s in scenarios)))
+        try:
+            return list(await asyncio.gather(*(one(s) for s in scenarios)))
+        finally:  # before the service closes the engine and the checkpointer pool they use
+            await cancelled_tasks_finished()
+
+
+async def cancelled_tasks_finished(within: float = UNWIND_SECONDS) -> None:
+    """Wait (at most `within` seconds) for the tasks still unwinding from a cancellation.
+
+    Ctrl-C cancels the cases; LangGraph cancels a run's node and checkpoint tasks without waiting for
+    them. Left to asyncio.run's shutdown, they are cancelled a second time, partway through psycopg's
+    cancellation of their query: psycopg drops the connection mid-query, the pool finds it unreturned, and
+    a generator left running prints "generator already executing" at exit, after the one-line error."""
+    me = asyncio.current_task()
+    deadline = time.monotonic() + within
+    while unwinding := [t for t in asyncio.all_tasks() if t is not me and t.cancelling() and not t.done()]:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return  # asyncio.run's shutdown cancels what is left
+        await asyncio.wait(unwinding, timeout=left)
 
 
 def reply_language(case: dict[str, Any]) -> Language | None:

@@ -31,7 +31,7 @@ from bot.cli import main as cli
 from engine.db import with_database
 from scenarios.dataset import generate
 from scenarios.eval_scratch import leftover_scratch_databases
-from scenarios.evaluation import Run, ScenarioFile
+from scenarios.evaluation import Run, ScenarioFile, cancelled_tasks_finished
 from scenarios.extra_kinds import EXTRA_VARIANTS, PER_VARIANT, SCENARIOS_PER_SEED
 from scenarios.generator import DEFAULT_SCENARIOS_DIR, DEFAULT_SEED
 from scenarios.seed import seed_database
@@ -407,6 +407,32 @@ async def test_an_interrupted_eval_drops_its_scratch_databases(seeded_db_url: st
     assert err.endswith("billsleuth: error: interrupted\n")
     assert not [name for name in leftover_scratch_databases(seeded_db_url) if name.startswith(prefix)]
     assert fingerprint(seeded_db_url) == before
+
+
+async def test_an_interrupted_run_waits_for_the_tasks_still_unwinding_their_cancellation() -> None:
+    """LangGraph cancels a run's node tasks without waiting for them. An interrupted repetition waits for
+    them before its service closes: left to asyncio.run's shutdown, they were cancelled a second time in the
+    middle of psycopg's cancellation of their query (the test above then found a traceback after the
+    one-line error, under load)."""
+    unwound = asyncio.Event()
+
+    async def node() -> None:
+        try:
+            await asyncio.sleep(600)  # the model, or a query
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.2)  # the query's cancellation, to the server and back
+            unwound.set()
+            raise
+
+    running = asyncio.create_task(node())
+    idle = asyncio.create_task(asyncio.sleep(600))  # nobody cancelled it (a pool worker): not waited for
+    await asyncio.sleep(0)
+    running.cancel()  # and not awaited, as LangGraph leaves it
+    started = time.monotonic()
+    await cancelled_tasks_finished()
+    assert unwound.is_set() and running.done()
+    assert time.monotonic() - started < 5 and not idle.done()
+    idle.cancel()
 
 
 async def test_eval_with_a_model_that_invents_numbers_counts_them_and_still_exits_0(
