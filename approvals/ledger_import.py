@@ -1,4 +1,4 @@
-"""`ledger import`: a `billsleuth-ledger/1` input loaded in one transaction, and put on record.
+"""`ledger import`: a `billsleuth-ledger` input loaded in one transaction, and put on record.
 
 engine.ledger_load checks and upserts; this module owns the transaction around it: nothing is written
 when any record is bad (LedgerRejected, with every problem up to the first fifty), a dry run rolls back

@@ -58,7 +58,18 @@ async def lock_invoice(conn: AsyncConnection, invoice_id: str) -> bool:
 # Drafting runs these on every note, in its transaction: built once (building one costs about as much
 # CPU as running it).
 _CURRENCY = select(t.invoices.c.currency).where(t.invoices.c.id == bindparam("invoice_id"))
-_PAID = select(func.coalesce(func.sum(t.payments.c.amount), ZERO)).where(
+# A payment brings in its amount less its succeeded refunds, those a credit note made aside (the note
+# counts as credited): engine.ledger.REFUNDED, here as SQLAlchemy.
+_REFUNDED = (
+    select(func.coalesce(func.sum(t.refunds.c.amount), ZERO))
+    .where(
+        t.refunds.c.payment_id == t.payments.c.id,
+        t.refunds.c.status == "succeeded",
+        t.refunds.c.credit_note_id.is_(None),
+    )
+    .scalar_subquery()
+)
+_PAID = select(func.coalesce(func.sum(t.payments.c.amount - _REFUNDED), ZERO)).where(
     t.payments.c.invoice_id == bindparam("invoice_id"), t.payments.c.status == "succeeded"
 )
 

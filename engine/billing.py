@@ -77,7 +77,7 @@ def _recurring(plan: Plan, quantity: int) -> tuple[Decimal, str]:
 def apply_discount_and_tax(invoice: Invoice, coupon: Coupon | None, months_in: int, tax: TaxRate) -> None:
     """Append the discount and tax lines to an invoice holding its charge lines; tag every line's tax code."""
     base = invoice.subtotal
-    if coupon is not None and months_in < coupon.duration_months and base > 0:
+    if coupon is not None and coupon.covers(months_in) and base > 0:
         if coupon.kind == "percent":
             off = money(base * coupon.value / 100)
             label = f"Coupon {coupon.id} (-{coupon.value.normalize():f}%)"

@@ -151,7 +151,8 @@ def check_ledger(ledger: CustomerLedger, book: PriceBook, as_of: date) -> list[I
 
     checks: list[InvoiceCheck] = []
     for invoice in ledger.invoices:
-        if invoice.issued_at > as_of:
+        # A one-off invoice (no subscription) bills nothing the rules produce: they have no say on it.
+        if invoice.issued_at > as_of or invoice.subscription_id is None:
             continue
         slot = (invoice.subscription_id, invoice.period_start)
         want = expected_by_slot.get(slot)

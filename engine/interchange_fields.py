@@ -1,4 +1,4 @@
-"""The field rules of `billsleuth-ledger/1` (DESIGN.md §3): how text, ids, whole numbers, dates, instants,
+"""The field rules of `billsleuth-ledger/2` (DESIGN.md §3): how text, ids, whole numbers, dates, instants,
 money and currency codes must be written, one field at a time.
 
 Each reader takes the decoded record and a field name and returns the value, or raises `Invalid` naming
@@ -90,6 +90,14 @@ def whole(record: Mapping[str, Any], name: str, low: int, high: int | None = Non
         bound = f"from {low} to {high}" if high is not None else f"at least {low}"
         raise Invalid(name, f"{value} is out of range ({bound})")
     return value
+
+
+def flag(record: Mapping[str, Any], name: str) -> bool:
+    """A true/false field; left out means false."""
+    value = record.get(name, False)
+    if isinstance(value, bool):
+        return value
+    raise Invalid(name, f"must be true or false, not {json_type(value)}")
 
 
 def day(record: Mapping[str, Any], name: str, required: bool = True) -> date | None:

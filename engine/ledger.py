@@ -43,6 +43,12 @@ class UnknownCustomer(LookupError):
     pass
 
 
+# What payment `p` has given back: its succeeded refunds, less those a credit note made (the note counts).
+REFUNDED = (
+    "coalesce((SELECT sum(r.amount) FROM refunds r WHERE r.payment_id = p.id AND r.status = 'succeeded' "
+    "AND r.credit_note_id IS NULL), 0)"
+)
+
 # Each statement takes %(ids)s: the customers whose ledgers to read, or NULL for every customer. The
 # parameter is known when the statement is planned (no prepared statements), so NULL IS NULL folds away.
 _OF = "(%(ids)s::text[] IS NULL OR {col} = ANY(%(ids)s::text[]))"
@@ -58,12 +64,12 @@ LEDGER_STATEMENTS: tuple[str, ...] = (
     + _OF.format(col="customer_id")
     + " ORDER BY customer_id, id",
     "SELECT l.invoice_id, l.line_no, l.kind, l.description, l.quantity, l.unit_amount, l.amount, "
-    "l.period_start, l.period_end, l.tax_code FROM invoice_lines l "
+    "l.period_start, l.period_end, l.tax_code, l.inclusive FROM invoice_lines l "
     "JOIN invoices i ON i.id = l.invoice_id WHERE " + _OF.format(col="i.customer_id"),
     "SELECT id, customer_id, subscription_id, period_start, period_end, issued_at, currency, status, "
     "created_at FROM invoices WHERE " + _OF.format(col="customer_id") + " ORDER BY period_start, id",
-    "SELECT i.customer_id, p.id, p.invoice_id, p.amount, p.status, p.attempted_at, p.gateway_ref "
-    "FROM payments p JOIN invoices i ON i.id = p.invoice_id WHERE "
+    "SELECT i.customer_id, p.id, p.invoice_id, p.amount - " + REFUNDED + ", p.status, p.attempted_at, "
+    "p.gateway_ref FROM payments p JOIN invoices i ON i.id = p.invoice_id WHERE "
     + _OF.format(col="i.customer_id")
     + " ORDER BY p.attempted_at, p.id",
     "SELECT i.customer_id, n.id, n.invoice_id, n.amount, n.reason, n.status FROM credit_notes n "
@@ -72,8 +78,8 @@ LEDGER_STATEMENTS: tuple[str, ...] = (
 
 PRICE_BOOK_STATEMENTS: tuple[str, ...] = (
     "SELECT id, name, interval, unit_price FROM plans",
-    "SELECT id, kind, value, duration_months FROM coupons",
-    "SELECT code, region, rate, valid_from, valid_to FROM tax_rates ORDER BY valid_from, code",
+    "SELECT id, kind, value, duration_months, duration FROM coupons",
+    "SELECT code, region, rate, valid_from, valid_to, inclusive FROM tax_rates ORDER BY valid_from, code",
 )
 
 # What the price book holds now, in one statement: an md5 of each table's rows as text (every column, in

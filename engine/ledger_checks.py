@@ -56,7 +56,10 @@ def _reference(table: str, column: str, record_type: str, field_name: str | None
 
 def _duplicates(table: str) -> str:
     key = KEY[table]
-    field_name = "format('lines[%%s].id', line_no - 1)" if table == "invoice_lines" else f"'{key}'"
+    field_name = {
+        "invoice_lines": "format('lines[%%s].id', line_no - 1)",
+        "subscription_items": "format('items[%%s].id', item_no - 1)",
+    }.get(table, f"'{key}'")
     return (
         f"SELECT _file, _line, {field_name}, format('%%s is given twice (first at %%s:%%s)', {key}, "
         f"(%(files)s::text[])[first_file + 1], first_line) FROM (SELECT *, row_number() OVER w AS n, "
@@ -78,6 +81,17 @@ def _decimals(table: str) -> str:
     )
 
 
+def _refund_decimals() -> str:
+    """A refund's amount, written with its payment's invoice's currency's decimals."""
+    minor = _MINOR.format(c="i.currency")
+    return (
+        "SELECT s._file, s._line, 'amount', format('written with %%s decimals; %%s amounts have %%s', "
+        f"s.places, i.currency, {minor}) FROM ledger_stage_refunds s "
+        f"JOIN {effective('payments', 'id, invoice_id')} p ON p.id = s.payment_id "
+        f"JOIN {effective('invoices', 'id, currency')} i ON i.id = p.invoice_id WHERE s.places <> {minor}"
+    )
+
+
 CHECKS: tuple[str, ...] = (
     *(_duplicates(table) for table in TABLE_ORDER),
     _reference("subscriptions", "customer_id", "customer"),
@@ -90,6 +104,10 @@ CHECKS: tuple[str, ...] = (
     _reference("invoices", "subscription_id", "subscription"),
     _reference("payments", "invoice_id", "invoice"),
     _reference("credit_notes", "invoice_id", "invoice"),
+    _reference("subscription_items", "plan_id", "plan", "items.plan_id"),
+    _reference("refunds", "payment_id", "payment"),
+    _reference("refunds", "credit_note_id", "credit_note"),
+    _refund_decimals(),
     # An invoice bills its subscription's customer, in that customer's currency.
     "SELECT s._file, s._line, 'subscription_id', format('%%L belongs to customer %%L, not %%L', "
     "s.subscription_id, sub.customer_id, s.customer_id) FROM ledger_stage_invoices s JOIN "

@@ -1,11 +1,11 @@
-"""The ledger written out in `billsleuth-ledger/1`: what `ledger import` reads back, row for row.
+"""The ledger written out in `billsleuth-ledger/2`: what `ledger import` reads back, row for row.
 
 Streamed: each table is read through a server-side cursor (a few thousand rows at a time) and written as
 it comes, invoices zipped with their lines (both in invoice id order), so memory stays flat. Plain
 psycopg, as engine.ledger_stream.
 
 What is written: the price book, the customers (all, or those asked for) with their subscriptions,
-events, invoices, payments, and the credit notes the billing system issued itself (`imported`).
+events, invoices, payments, refunds, and the credit notes the billing system issued itself (`imported`).
 BillSleuth's own notes are not ledger input: they live with their cases, votes and activity rows.
 `since` keeps invoices issued on or after it (with their payments and credit notes) and events effective
 on or after it; the price book, customers and subscriptions, which every other record names, are whole.
@@ -20,7 +20,7 @@ from itertools import groupby
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, TextIO
 
-from engine.interchange import COLUMNS, FORMAT_VERSION, STAGED_COLUMNS, line_record, to_record
+from engine.interchange import COLUMNS, FORMAT_VERSION, STAGED_COLUMNS, item_record, line_record, to_record
 
 if TYPE_CHECKING:
     import psycopg
@@ -49,7 +49,14 @@ QUERIES: dict[str, str] = {
     "coupons": _select("coupons", "c", "true", "c.id"),
     "tax_rates": _select("tax_rates", "r", "true", "r.valid_from, r.code"),
     "customers": _select("customers", "c", _CUSTOMER.format(col="c.id"), "c.id"),
-    "subscriptions": _select("subscriptions", "s", _CUSTOMER.format(col="s.customer_id"), "s.id"),
+    "subscriptions": _select("subscriptions", "s", _CUSTOMER.format(col="s.customer_id"), 's.id COLLATE "C"'),
+    "subscription_items": _select(
+        "subscription_items",
+        "m",
+        _CUSTOMER.format(col="s.customer_id"),
+        'm.subscription_id COLLATE "C", m.item_no, m.id',
+        join="JOIN subscriptions s ON s.id = m.subscription_id",
+    ),
     "subscription_events": _select(
         "subscription_events",
         "e",
@@ -85,11 +92,19 @@ QUERIES: dict[str, str] = {
         "n.id",
         join="JOIN invoices i ON i.id = n.invoice_id",
     ),
+    "refunds": _select(
+        "refunds",
+        "r",
+        _INVOICE_SCOPE,
+        "r.created_at, r.id",
+        extra=", i.currency",
+        join="JOIN payments p ON p.id = r.payment_id JOIN invoices i ON i.id = p.invoice_id",
+    ),
 }
 
 
 def _rows(conn: psycopg.Connection[Any], table: str, params: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    names = [*_columns(table), *(["currency"] if table == "payments" else [])]
+    names = [*_columns(table), *(["currency"] if table in ("payments", "refunds") else [])]
     with conn.cursor(name=f"export_{table}") as cursor:
         cursor.execute(QUERIES[table], params)
         while rows := cursor.fetchmany(FETCH_ROWS):
@@ -105,14 +120,31 @@ def records(
     yield {"type": "format", "version": FORMAT_VERSION}
     with conn.transaction():
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        for table in ("plans", "coupons", "tax_rates", "customers", "subscriptions", "subscription_events"):
+        for table in ("plans", "coupons", "tax_rates", "customers"):
             for row in _rows(conn, table, params):
                 yield to_record(table, row)
+        yield from _subscriptions(conn, params)
+        for row in _rows(conn, "subscription_events", params):
+            yield to_record("subscription_events", row)
         yield from _invoices(conn, params)
         for row in _rows(conn, "payments", params):
             yield to_record("payments", row, row["currency"])
         for row in _rows(conn, "credit_notes", params):
             yield to_record("credit_notes", row, row["currency"])
+        for row in _rows(conn, "refunds", params):
+            yield to_record("refunds", row, row["currency"])
+
+
+def _subscriptions(conn: psycopg.Connection[Any], params: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Subscriptions with their items (format 2): both streams in subscription id order, zipped."""
+    items = groupby(_rows(conn, "subscription_items", params), key=itemgetter("subscription_id"))
+    pending = next(items, None)
+    for row in _rows(conn, "subscriptions", params):
+        record = to_record("subscriptions", row)
+        if pending is not None and pending[0] == row["id"]:
+            record["items"] = [item_record(item) for item in pending[1]]
+            pending = next(items, None)
+        yield record
 
 
 def _invoices(conn: psycopg.Connection[Any], params: dict[str, Any]) -> Iterator[dict[str, Any]]:

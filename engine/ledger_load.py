@@ -1,4 +1,4 @@
-"""Loading a `billsleuth-ledger/1` input into the ledger: streamed, checked whole, then upserted by id.
+"""Loading a `billsleuth-ledger` input (version 1 or 2): streamed, checked whole, then upserted by id.
 
 Memory stays flat whatever the input's size: lines are read one at a time, each record's own checks run
 in Python (engine.interchange_records) and its rows go to temporary staging tables by COPY, a batch at a time.
@@ -24,7 +24,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from engine.interchange import FORMAT_LINE
 from engine.interchange_fields import Invalid
-from engine.interchange_records import parse_header, parse_record, record_id
+from engine.interchange_records import Header, parse_header, parse_record, record_id
 from engine.ledger_checks import MAX_ERRORS, Errors, run_checks
 from engine.ledger_staging import TABLE_ORDER, Stager, create_staging, stage
 from engine.ledger_write import Counts, write
@@ -132,13 +132,17 @@ def decoded_lines(
         progress(total, total)
 
 
-def records_of(lines: Iterable[Line], errors: Errors) -> Iterator[tuple[int, int, Any, str | None]]:
-    """Each record after its file's format line, with the file's source; a bad format line is reported
-    and its file's records are read with no source (so their own problems are still found)."""
-    current_file, source, seen_header = -1, None, False
+_NO_HEADER = Header(2, None)
+
+
+def records_of(lines: Iterable[Line], errors: Errors) -> Iterator[tuple[int, int, Any, Header]]:
+    """Each record after its file's format line, with the file's version and source; a bad format line is
+    reported and its file's records are read as version 2 with no source (so their own problems are still
+    found)."""
+    current_file, header, seen_header = -1, _NO_HEADER, False
     for file_no, number, record, problem in lines:
         if file_no != current_file:
-            current_file, source, seen_header = file_no, None, False
+            current_file, header, seen_header = file_no, _NO_HEADER, False
         if problem is not None:
             errors.add(file_no, number, f"{problem.problem.field}: {problem.problem.message}")
             seen_header = True
@@ -146,13 +150,13 @@ def records_of(lines: Iterable[Line], errors: Errors) -> Iterator[tuple[int, int
         if not seen_header:
             seen_header = True
             try:
-                source = parse_header(record)
+                header = parse_header(record)
             except Invalid as error:
                 errors.add(file_no, number, f"{error.problem.field}: {error.problem.message}")
                 if isinstance(record, dict) and record.get("type") != "format":
-                    yield file_no, number, record, None  # the data line it is still gets its checks
+                    yield file_no, number, record, header  # the data line it is still gets its checks
             continue
-        yield file_no, number, record, source
+        yield file_no, number, record, header
 
 
 # ---- the whole load ----
@@ -179,10 +183,10 @@ async def load_records(
     await create_staging(conn)
     stager = Stager(conn)
     result = LoadResult()
-    for file_no, number, record, source in records_of(lines, errors):
+    for file_no, number, record, header in records_of(lines, errors):
         result.records += 1
         try:
-            parsed = parse_record(record, source)
+            parsed = parse_record(record, header.source, header.version)
         except Invalid as error:
             errors.add(file_no, number, f"{error.problem.field}: {error.problem.message}")
             known = record_id(record)

@@ -22,11 +22,13 @@ TABLE_ORDER = (
     "tax_rates",
     "customers",
     "subscriptions",
+    "subscription_items",
     "subscription_events",
     "invoices",
     "invoice_lines",
     "payments",
     "credit_notes",
+    "refunds",
 )
 KEY = {table: ("code" if table == "tax_rates" else "id") for table in TABLE_ORDER}
 STAGED_ONLY = frozenset({"places"})  # staged for the checks, not a ledger column

@@ -20,6 +20,7 @@ from itertools import groupby
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
+from engine.ledger import REFUNDED
 from engine.model import (
     CreditNote,
     Customer,
@@ -53,7 +54,8 @@ SCREEN_QUERIES: dict[str, str] = {
     # no sort or hash of the whole ledger first (the same statement reads 3,000 or 100,000 customers).
     "invoices": "SELECT i.customer_id, i.id, i.subscription_id, i.period_start, i.period_end, i.issued_at, "
     "i.currency, i.status, i.created_at, "
-    "(SELECT sum(p.amount) FROM payments p WHERE p.invoice_id = i.id AND p.status = 'succeeded'), "
+    "(SELECT sum(p.amount - " + REFUNDED + ") FROM payments p WHERE p.invoice_id = i.id "
+    "AND p.status = 'succeeded'), "
     "(SELECT sum(c.amount) FROM credit_notes c WHERE c.invoice_id = i.id AND c.status = 'issued') "
     "FROM invoices i WHERE "
     + _IN_RANGE.format(col="i.customer_id")

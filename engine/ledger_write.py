@@ -58,6 +58,10 @@ def _write(table: str) -> str:
         returning, touch = "t.id AS invoice_id, (xmax = 0) AS added", "WHERE NOT added"
     elif table in ("invoice_lines", "payments", "credit_notes"):
         returning, touch = "t.invoice_id, (xmax = 0) AS added", _PRE_EXISTING
+    elif table == "refunds":  # a refund touches its payment's invoice (payments are written by now)
+        returning = "(SELECT p.invoice_id FROM payments p WHERE p.id = t.payment_id) AS invoice_id, "
+        returning += "(xmax = 0) AS added"
+        touch = _PRE_EXISTING
     else:
         returning, touch = "(xmax = 0) AS added", None
     touched = (
@@ -77,6 +81,12 @@ _REMOVE_LINES = (
     "AND NOT EXISTS (SELECT 1 FROM ledger_stage_invoice_lines n WHERE n.id = l.id) RETURNING l.invoice_id) "
     "INSERT INTO ledger_touched SELECT invoice_id, 'invoice_lines' FROM gone"
 )
+# Likewise a subscription's items are the file's.
+_REMOVE_ITEMS = (
+    "DELETE FROM subscription_items i USING ledger_stage_subscriptions s WHERE i.subscription_id = s.id "
+    "AND NOT EXISTS (SELECT 1 FROM ledger_stage_subscription_items n WHERE n.id = i.id)"
+)
+_PARTS = ("invoice_lines", "subscription_items")  # counted with the record they belong to
 
 
 async def write(conn: psycopg.AsyncConnection[Any], staged: dict[str, int]) -> dict[str, Counts]:
@@ -99,8 +109,10 @@ async def write(conn: psycopg.AsyncConnection[Any], staged: dict[str, int]) -> d
     for table in TABLE_ORDER:
         if table == "invoice_lines":
             await conn.execute(_REMOVE_LINES)
+        if table == "subscription_items":
+            await conn.execute(_REMOVE_ITEMS)
         added, changed = await (await conn.execute(_write(table))).fetchone()  # type: ignore[misc]
-        if table != "invoice_lines":
+        if table not in _PARTS:
             counts[table] = Counts(added, changed, staged[table] - added - changed)
     invoices = counts["invoices"]
     row = await (

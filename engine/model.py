@@ -50,6 +50,11 @@ class Coupon:
     kind: Literal["percent", "amount"]
     value: Decimal  # percent: 20 means 20 %; amount: 10.00 off
     duration_months: int
+    duration: str | None = None  # once / repeating / forever (format 2); None: the first duration_months
+
+    def covers(self, months_in: int) -> bool:
+        """Whether the coupon still applies to an invoice `months_in` months after the subscription began."""
+        return self.duration == "forever" or months_in < self.duration_months
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,7 @@ class TaxRate:
     rate: Decimal  # 0.09 means 9 %
     valid_from: date
     valid_to: date | None  # inclusive; None = still valid
+    inclusive: bool = False  # already inside the prices it applies to (format 2)
 
     def valid_on(self, day: date) -> bool:
         return self.valid_from <= day and (self.valid_to is None or day <= self.valid_to)
@@ -92,6 +98,7 @@ class Line:
     period_start: date | None = None
     period_end: date | None = None
     tax_code: str | None = None
+    inclusive: bool = False  # a tax already inside the other lines' amounts: not added to the total
 
 
 @dataclass
@@ -100,7 +107,7 @@ class Invoice:
 
     id: str
     customer_id: str
-    subscription_id: str
+    subscription_id: str | None  # None: a one-off invoice (format 2), which the rules do not judge
     period_start: date
     period_end: date  # exclusive
     issued_at: date
@@ -125,8 +132,13 @@ class Invoice:
         return self._sum("tax")
 
     @property
+    def inclusive_tax(self) -> Decimal:
+        """The part of `tax` already inside the subtotal's prices (format 2): not added to the total."""
+        return money(sum([ln.amount for ln in self.lines if ln.inclusive], ZERO))
+
+    @property
     def total(self) -> Decimal:
-        return money(sum([ln.amount for ln in self.lines], ZERO))
+        return money(sum([ln.amount for ln in self.lines if not ln.inclusive], ZERO))
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,8 @@ coupons = Table(
     Money("value", nullable=False),
     Column("duration_months", Integer, nullable=False),
     Column("source", Text),  # the `source` of the ledger file that wrote it (migration 0014)
+    Column("duration", Text),  # once / repeating / forever; NULL: the first duration_months months (0015)
+    Column("currency", Text),  # an amount-off coupon's currency, where the source names one (0015)
 )
 
 tax_rates = Table(
@@ -78,6 +80,7 @@ tax_rates = Table(
     Column("valid_from", Date, nullable=False),
     Column("valid_to", Date),
     Column("source", Text),  # the `source` of the ledger file that wrote it (migration 0014)
+    Column("inclusive", Boolean, nullable=False, server_default=false()),  # inside the price (0015)
 )
 
 subscriptions = Table(
@@ -113,7 +116,8 @@ invoices = Table(
     metadata,
     Column("id", Text, primary_key=True),
     Column("customer_id", Text, ForeignKey("customers.id"), nullable=False),
-    Column("subscription_id", Text, ForeignKey("subscriptions.id"), nullable=False),
+    # NULL: a one-off invoice, billing no subscription (migration 0015)
+    Column("subscription_id", Text, ForeignKey("subscriptions.id")),
     Column("period_start", Date, nullable=False),
     Column("period_end", Date, nullable=False),
     Column("issued_at", Date, nullable=False),
@@ -126,6 +130,10 @@ invoices = Table(
     Index("idx_inv_customer", "customer_id", "period_start"),
     Column("source", Text),  # the `source` of the ledger file that wrote it (migration 0014)
     Instant("created_at"),  # the billing system's own creation instant, where it gives one
+    Instant("period_start_at"),  # the billing system's own period instants, where it gives them (0015)
+    Instant("period_end_at"),
+    # The part of `tax` inside the subtotal (inclusive tax lines): total = subtotal − discount + tax − it.
+    Money("inclusive_tax", nullable=False, server_default="0"),
 )
 
 invoice_lines = Table(
@@ -143,6 +151,9 @@ invoice_lines = Table(
     Column("tax_code", Text),
     Column("source", Text),  # the `source` of the ledger file that wrote it (migration 0014)
     Column("line_no", Integer),  # its place on the invoice (1, 2, …)
+    Column("inclusive", Boolean, nullable=False, server_default=false()),  # a tax inside the prices (0015)
+    Instant("period_start_at"),  # the billing system's own period instants, where it gives them (0015)
+    Instant("period_end_at"),
 )
 
 payments = Table(
@@ -155,6 +166,40 @@ payments = Table(
     Instant("attempted_at", nullable=False),
     Column("gateway_ref", Text, nullable=False),
     Column("source", Text),  # the `source` of the ledger file that wrote it (migration 0014)
+)
+
+subscription_items = Table(
+    "subscription_items",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("subscription_id", Text, ForeignKey("subscriptions.id"), nullable=False, index=True),
+    Column("plan_id", Text, ForeignKey("plans.id"), nullable=False),
+    Column("quantity", Integer, nullable=False),
+    Column("item_no", Integer),  # its place on the subscription (1, 2, …)
+    Column("source", Text),
+)
+
+# Money given back on a payment (migration 0015). One a billing system's credit note made names it and
+# counts once, as the credit note; any other succeeded refund lowers what its payment brought in.
+refunds = Table(
+    "refunds",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("payment_id", Text, ForeignKey("payments.id"), nullable=False, index=True),
+    Money("amount", nullable=False),
+    Column("status", Text, nullable=False),
+    Instant("created_at", nullable=False),
+    Column("credit_note_id", Text),
+    Column("source", Text),
+)
+
+# Where the last `billsleuth stripe sync` stopped, per kind of Stripe object (migration 0015).
+stripe_sync = Table(
+    "stripe_sync",
+    metadata,
+    Column("object", Text, primary_key=True),
+    Column("synced_to", BigInteger, nullable=False),  # Stripe's `created`, unix seconds
+    Instant("at", nullable=False, server_default=func.now()),
 )
 
 credit_notes = Table(

@@ -93,6 +93,14 @@ def empty_db_url(pg_server_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterato
 
 
 @pytest.fixture
+def second_db_url(pg_server_url: str, migrated_template: str) -> Iterator[str]:
+    """Another empty, migrated database beside `db` (DATABASE_URL stays on `db`'s)."""
+    url = clone_database(pg_server_url, migrated_template, prefix="r")
+    yield url
+    drop_database(pg_server_url, database_name(url))
+
+
+@pytest.fixture
 async def db(db_url: str) -> AsyncIterator[AsyncEngine]:
     engine = create_engine(db_url)
     yield engine

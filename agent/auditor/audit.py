@@ -217,8 +217,8 @@ def has_overpaid_invoice(ledger: CustomerLedger, book: PriceBook, as_of: date) -
     for invoice in ledger.invoices:
         slot = (invoice.subscription_id, invoice.period_start)
         want = rules.get(slot)
-        if invoice.issued_at > as_of or paid[invoice.id] <= ZERO:
-            continue
+        if invoice.issued_at > as_of or paid[invoice.id] <= ZERO or invoice.subscription_id is None:
+            continue  # (a one-off invoice is not the rules' to judge: engine.diff.check_ledger)
         should_exist = want is not None and real[slot] == invoice.id
         due = max(want.total, ZERO) if should_exist and want is not None else ZERO
         if money(paid[invoice.id]) > due:

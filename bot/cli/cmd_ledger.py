@@ -1,8 +1,8 @@
 """billsleuth ledger import PATH|DIR|- [--dry-run] [--json] | ledger export [--customer ID …] [--since D]
 
-The ledger in and out in `billsleuth-ledger/1` (DESIGN.md §3). An import is checked whole before anything
-is written: each bad record is one line on stderr (`PATH:LINE: field: problem`, the first 50, then a
-count) and the exit is 2 with nothing written.
+The ledger in and out in `billsleuth-ledger/2` (DESIGN.md §3; version 1 files still import). An import
+is checked whole before anything is written: each bad record is one line on stderr (`PATH:LINE: field:
+problem`, the first 50, then a count) and the exit is 2 with nothing written.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ RECORD_TYPES_SHOWN = (
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("ledger", help="import or export the ledger in the billsleuth-ledger/1 format")
+    parser = sub.add_parser("ledger", help="import or export the ledger (format billsleuth-ledger/2)")
     ledger_sub = parser.add_subparsers(dest="ledger_command", metavar="ACTION", required=True)
     imp = ledger_sub.add_parser(
         "import",
