@@ -56,6 +56,11 @@ _STATUS_RANK = {
 }
 
 
+def note_revision(status: str, approvals: int, *, rejected: bool) -> int:
+    """A note's revision from its status, its approve votes and whether a reject vote was cast."""
+    return approvals + (1 if rejected else 0) + _STATUS_RANK.get(status, 0)  # type: ignore[call-overload]
+
+
 class Decision(StrEnum):
     """What a person decides on a credit note, at every door (Slack, the slash command, the CLI)."""
 
@@ -208,10 +213,10 @@ class CreditNoteView:
     @property
     def revision(self) -> int:
         """The card's revision, a pure function of the note's state: every vote and every status change
-        raises it, so two bot processes agree on it without storing it, and a click carrying a lower one
-        (the block_id's `rN`) came from a card that is out of date."""
-        votes = self.approvals + (1 if self.rejected_by else 0)
-        return votes + _STATUS_RANK.get(self.status, 0)
+        raises it (but a reopen: approved back to draft), so two bot processes agree on it without
+        storing it, and a click carrying a lower one (the block_id's `rN`) came from a card that is out
+        of date."""
+        return note_revision(self.status, self.approvals, rejected=self.rejected_by is not None)
 
     def summary(self) -> dict[str, Any]:
         """The credit note as a case's JSON shows it (DESIGN.md §3); money as a two-decimal string, with
@@ -236,6 +241,10 @@ class DecisionOutcome:
     changed: bool  # False: the note already had this outcome, nothing was written
     message: str  # one line, fit for the person who clicked
     case_id: str | None = None  # the note's case, as the decision found it under the note's lock
+    # The note as the case the decision resumed read it last, under issuing's locks, and committed it
+    # (issued, still waiting for a second vote, rejected…); None when no run read it. The card is drawn
+    # from it instead of reading the note again.
+    note: CreditNoteView | None = None
 
 
 @dataclass(frozen=True)

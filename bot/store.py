@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from agent.cases.service import CaseService
 from agent.graph.state import SETTLED, UNFINISHED, CaseStatus
-from approvals.models import NoteStatus
+from approvals.models import NoteStatus, note_revision
 from engine import locks, schema
 from engine.db import autocommit, reading
 from engine.locks import LockKey
@@ -242,6 +242,16 @@ def drawn_state(status: str, note: Mapping[str, Any] | None) -> str:
     """What a case's Slack message shows, as one comparable string: the case's status and its note's."""
     shown = f"{note['id']}:{note['status']}:{note['approvals']}" if note else "-"
     return f"{status}|{shown}"
+
+
+def drawn_note(drawn: str | None) -> tuple[str, int] | None:
+    """The note a drawn state (`drawn_state`) shows, as its id and revision; None when it shows none (a
+    note's only reject vote is what makes it rejected)."""
+    shown = (drawn or "").partition("|")[2].rsplit(":", 2)
+    if len(shown) != 3:
+        return None
+    note_id, status, approvals = shown
+    return note_id, note_revision(status, int(approvals), rejected=status == NoteStatus.REJECTED)
 
 
 _MARK_DRAWN = (

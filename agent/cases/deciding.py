@@ -5,10 +5,12 @@ approvals/), then resume the paused graph, one resumer at a time per case — a 
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 
 from agent.cases.record import CaseNotFound, case_row, show_case, sync_case
 from agent.cases.runner import WAITING_NODE, CaseRunner, thread_config
+from agent.graph.configuration import CaseContext
 from agent.graph.state import EXPIRED_RESUME, CaseStatus, Resume
 from approvals import cancelling, decisions, queries
 from approvals.models import (
@@ -66,7 +68,9 @@ async def decide(
     assert case_id is not None  # case_required: the claim refused a note without one
     resumed = None
     if outcome.changed:
-        resumed = await _resumed(cases, case_id, Resume(approver, resume_as or decision, comment))
+        run = cases.context(None)
+        resumed = await _resumed(cases, case_id, Resume(approver, resume_as or decision, comment), run)
+        outcome = replace(outcome, note=run.notes_read.get(credit_note_id))
     return outcome, resumed or await show_case(cases.engine, case_id)
 
 
@@ -141,8 +145,11 @@ async def resume(cases: CaseRunner, case_id: str, decision: Resume) -> bool:
     return await _resumed(cases, case_id, decision) is not None
 
 
-async def _resumed(cases: CaseRunner, case_id: str, decision: Resume) -> dict[str, Any] | None:
-    """`resume`, returning the case JSON it synced (None: the case was not waiting)."""
+async def _resumed(
+    cases: CaseRunner, case_id: str, decision: Resume, run: CaseContext | None = None
+) -> dict[str, Any] | None:
+    """`resume`, returning the case JSON it synced (None: the case was not waiting). `run`: the run's
+    context, when the caller wants what the run read (its `notes_read`)."""
     async with cases.case_lock(case_id):
         state = await cases.state_of(case_id)
         if WAITING_NODE not in (state.next or ()):
@@ -153,7 +160,7 @@ async def _resumed(cases: CaseRunner, case_id: str, decision: Resume) -> dict[st
         values = await cases.graph.ainvoke(
             Command(resume=decision.to_dict()),
             thread_config(case_id),
-            context=cases.context(None),
+            context=run or cases.context(None),
             durability="sync",
         )
         return await sync_case(cases, case_id, values, note_read_by_run=True)

@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from agent.graph.tool_context import LedgerCache
 from agent.model.costs import SpendSettings
 from approvals.config import ApprovalSettings
+from approvals.models import CreditNoteView
 from engine.settings import EnvSettings, SettingsError
 
 Investigator = Literal["offline", "llm"]
@@ -137,6 +138,9 @@ class CaseContext:
     on_progress: Callable[[dict[str, Any]], None] | None = None
     # The ledger as read during this run, shared by the investigator and verify (never checkpointed).
     ledger_cache: LedgerCache = field(default_factory=LedgerCache)
+    # The credit notes this run read under issuing's locks, as it left them, by id: whoever resumed the
+    # run draws them without reading them again (never checkpointed).
+    notes_read: dict[str, CreditNoteView] = field(default_factory=dict)
 
     def progress(self, event: dict[str, Any]) -> None:
         if self.on_progress is not None:

@@ -298,8 +298,10 @@ async def await_approval(state: CaseState, runtime: Runtime[CaseContext]) -> dic
         current = await issuing.issue_if_approved(
             context.engine, note["id"], context.approval_settings, invoice_id=note.get("invoice_id")
         )
+        context.notes_read[current.id] = current
     except IssueRefused as refusal:
         refused = refusal.note or await queries.get_credit_note(context.engine, note["id"])
+        context.notes_read[refused.id] = refused
         if refusal.rule == Rule.DAILY_CREDIT_LIMIT and holds.fits_a_day(
             refused.amount, refused.currency, context.approval_settings
         ):

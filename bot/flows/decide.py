@@ -201,7 +201,9 @@ async def decide(
         if refused.rule == Rule.EXPIRED:
             await settle_expired(runtime, credit_note_id)
         return DecisionReport(refusal(refused.rule, refused.message))
-    await settle_card(runtime, credit_note_id, case)  # and, for a note sent back, the question in the thread
+    # And, for a note sent back, the question in the thread; the card is drawn from the note as the
+    # decision's resumed case left it.
+    await settle_card(runtime, credit_note_id, case, outcome.note)
     notice = None if outcome.changed else already_decided_message(credit_note_id, outcome.status)
     return DecisionReport(notice, outcome, case)
 

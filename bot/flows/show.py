@@ -3,9 +3,11 @@ the explanation, or why it stopped), and the customer reply once a credit note i
 
 Any bot process may touch a card. Each redraw reads the note's state inside a per-note Postgres lock and
 then calls chat.update, so whichever process draws last draws the newest state: a slow update carrying
-"Approvals: 1 of 2" can never land after "Issued". The customer reply is claimed in the database in the
-transaction that posts it, so two processes that both saw the outcome post it once, and a post that
-failed is made again by the next redraw.
+"Approvals: 1 of 2" can never land after "Issued". A decision's redraw takes the note as the decision's
+own run committed it instead of reading it again, under the same lock, unless a later vote or a later
+drawn change shows it is behind (bot/presenters/approver.py `_nothing_since`). The customer reply is
+claimed in the database in the transaction that posts it, so two processes that both saw the outcome post
+it once, and a post that failed is made again by the next redraw.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from agent.cases.record import CaseNotFound, case_row_in
 from agent.graph.state import MAX_ROUNDS, SETTLED, UNFINISHED, CaseStatus
 from approvals import queries
+from approvals.models import CreditNoteView
 from bot import store
 from bot.cards import customer_reply_message
 from bot.cards.models import Message, ProgressStep
@@ -52,12 +55,18 @@ async def put_case_message(
     return ts
 
 
-async def refresh_card(runtime: BotRuntime, credit_note_id: str) -> bool:
-    """Redraw the note's evidence card from the database as it stands now; False when it has no card."""
+async def refresh_card(
+    runtime: BotRuntime, credit_note_id: str, as_left: CreditNoteView | None = None
+) -> bool:
+    """Redraw the note's evidence card from the database as it stands now; False when it has no card.
+    `as_left`: the note as the caller's own committed change left it (read_approver_view says when that
+    is taken instead of reading the note again)."""
     async with runtime.locks.locked(locks.card(credit_note_id)) as conn:
         # One read of the note, its votes and its case: the card is drawn from it, and marked as drawn
         # from the same state.
-        view = await read_approver_view(runtime.service, credit_note_id, viewer=CARD_VIEWER, conn=conn)
+        view = await read_approver_view(
+            runtime.service, credit_note_id, viewer=CARD_VIEWER, conn=conn, as_left=as_left
+        )
         if view.case is None:
             return False
         case_id = view.case.case_id
@@ -129,17 +138,21 @@ async def announce_outcome(runtime: BotRuntime, case_id: str, case: Mapping[str,
 
 
 async def settle_card(
-    runtime: BotRuntime, credit_note_id: str, case: Mapping[str, Any] | None = None
+    runtime: BotRuntime,
+    credit_note_id: str,
+    case: Mapping[str, Any] | None = None,
+    as_left: CreditNoteView | None = None,
 ) -> None:
     """After anything changed a note (a vote, an expiry, a recovered decision): redraw, then announce the
-    outcome — or, for a note sent back, put the approver's question to the requester. `case`: the note's
-    case JSON as the change left it (a decision hands it back), so neither is read again here."""
+    outcome — or, for a note sent back, put the approver's question to the requester. `case` and
+    `as_left`: the note's case JSON and the note as the change left them (a decision hands both back), so
+    neither is read again here."""
     case_id = (
         case["case_id"] if case else (await queries.get_credit_note(runtime.engine, credit_note_id)).case_id
     )
     if case_id is None:
         return
-    await refresh_card(runtime, credit_note_id)
+    await refresh_card(runtime, credit_note_id, as_left)
     await announce_outcome(runtime, case_id, case)
     await ask_the_requester(runtime, case_id)
 

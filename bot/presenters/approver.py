@@ -9,7 +9,7 @@ the trail: they are someone looking, not evidence the investigation gathered.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -28,8 +28,9 @@ from agent.model.costs import case_model_cost
 from approvals import queries
 from approvals.holds import held_by_daily_limit
 from approvals.ledger_import import ledger_change
-from approvals.models import OPEN_NOTES, NoteStatus, Vote
+from approvals.models import OPEN_NOTES, Decision, NoteStatus, Vote
 from approvals.models import CreditNoteView as Note
+from bot import store
 from bot.cards import credit_note_card
 from bot.cards.credit_note import LEAVES_WITH_THE_SWEEP
 from bot.cards.models import (
@@ -111,24 +112,37 @@ class ApproverView:
 
 
 async def read_approver_view(
-    service: CaseService, credit_note_id: str, *, viewer: str, conn: AsyncConnection | None = None
+    service: CaseService,
+    credit_note_id: str,
+    *,
+    viewer: str,
+    conn: AsyncConnection | None = None,
+    as_left: Note | None = None,
 ) -> ApproverView:
     """Everything an approver sees, read now. All reads share one connection — the caller's (say, the
     one holding the card's lock) or one from the pool: under load a card costs one checkout, not six.
+    `as_left`: the note as the caller's own committed change left it, taken instead of reading the note
+    again while nothing can have moved it since (`_nothing_since`).
     Unknown note → UnknownCreditNote; invoice or customer gone → CardUnavailable."""
     if conn is None:
         async with reading(service.engine) as own:
-            return await _read(service, own, credit_note_id, viewer)
-    return await _read(service, conn, credit_note_id, viewer)
+            return await _read(service, own, credit_note_id, viewer, as_left)
+    return await _read(service, conn, credit_note_id, viewer, as_left)
 
 
 async def _read(
-    service: CaseService, conn: AsyncConnection, credit_note_id: str, viewer: str
+    service: CaseService, conn: AsyncConnection, credit_note_id: str, viewer: str, as_left: Note | None
 ) -> ApproverView:
     votes = await queries.votes_in(conn, credit_note_id)
-    note = queries.to_view(await queries.note_row_in(conn, credit_note_id), votes)
+    case_row = await case_row_in(conn, as_left.case_id) if as_left and as_left.case_id else None
+    if as_left is not None and case_row is not None and _nothing_since(as_left, votes, case_row.drawn_state):
+        note = as_left
+    else:
+        note = queries.to_view(await queries.note_row_in(conn, credit_note_id), votes)
+        if note.case_id and case_row is None:
+            case_row = await case_row_in(conn, note.case_id)
     customer = await customer_of_invoice_in(conn, note.invoice_id)
-    case = await _case_facts(conn, note.case_id) if note.case_id else None
+    case = await _case_facts(conn, case_row) if case_row is not None else None
     held = case is not None and await held_by_daily_limit(
         conn, note, case_waits=case.status == CaseStatus.AWAITING_APPROVAL, settings=service.approval_settings
     )
@@ -155,8 +169,25 @@ async def _read(
     )
 
 
-async def _case_facts(conn: AsyncConnection, case_id: str) -> CaseFacts:
-    row = await case_row_in(conn, case_id)
+def _nothing_since(as_left: Note, votes: Sequence[Vote], drawn: str | None) -> bool:
+    """Whether `as_left`, a note as its changer committed it under the note's lock, is still the note, so
+    the card need not read it again. Every later change raises the note's revision and is drawn by its
+    own changer after it commits: a later vote shows in the votes (they only accrue), and a later change
+    already drawn shows in the case's drawn state. The exception is an approved note, which issuing can
+    reopen as a draft when its approvers left the list — the one change that lowers the revision, so the
+    drawn state cannot tell that it came later: an approved note is always read."""
+    if as_left.status == NoteStatus.APPROVED:
+        return False
+    approvers = tuple(vote.approver for vote in votes if vote.decision == Decision.APPROVE)
+    rejected_by = next((vote.approver for vote in votes if vote.decision == Decision.REJECT), None)
+    if (approvers, rejected_by) != (as_left.approvers, as_left.rejected_by):
+        return False
+    shown = store.drawn_note(drawn)
+    return shown is None or shown[0] != as_left.id or shown[1] <= as_left.revision
+
+
+async def _case_facts(conn: AsyncConnection, row: Any) -> CaseFacts:
+    case_id = row.id
     return CaseFacts(
         case_id=row.id,
         status=row.status,
