@@ -18,6 +18,7 @@ COMMAND_MODULES = (
     "bot.cli.cmd_sweep",
     "bot.cli.cmd_seed",
     "bot.cli.cmd_ledger",
+    "bot.cli.cmd_stripe",
     "bot.cli.cmd_cases",
     "bot.cli.cmd_activity",
     "bot.cli.cmd_policy",

@@ -192,8 +192,12 @@ class StripeStandIn:
         resource = COLLECTIONS[collection]
         if verb == "retrieve":
             (object_id,) = path_parameters.values()
-            return _retrieve(self.account, resource, object_id)
-        return _page(self.account.all(resource), params, operation.path, _filters(params))
+            found = _retrieve(self.account, resource, object_id)
+            return _expanded(found, params, "") if resource == "invoice" else found
+        page = _page(self.account.all(resource), params, operation.path, _filters(params))
+        if resource == "invoice":
+            page["data"] = [_expanded(invoice, params, "data.") for invoice in page["data"]]
+        return page
 
 
 Handler = Callable[[StripeAccount, dict[str, str], dict[str, Any]], Any]
@@ -207,9 +211,18 @@ def _retrieve(account: StripeAccount, resource: str, object_id: str) -> dict[str
 
 
 def _filters(params: dict[str, Any]) -> dict[str, Any]:
-    """The list parameters that pick objects by a field of theirs."""
+    """The list parameters that pick objects by a field of theirs (`status=all`: every status)."""
     fields = ("customer", "invoice", "subscription", "status", "charge", "payment_intent", "type", "product")
-    return {name: params[name] for name in fields if name in params}
+    return {
+        name: params[name] for name in fields if name in params and (name, params[name]) != ("status", "all")
+    }
+
+
+def _expanded(invoice: dict[str, Any], params: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """An invoice's `payments` are included only when asked for (`expand[]=payments`), as Stripe does."""
+    if prefix + "payments" in (params.get("expand") or []):
+        return invoice
+    return {name: value for name, value in invoice.items() if name != "payments"}
 
 
 def _page(
