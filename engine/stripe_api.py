@@ -35,6 +35,8 @@ class StripeSettings(EnvSettings):
     api_base: Annotated[AnyHttpUrl, Field(validation_alias="BILLSLEUTH_STRIPE_API_BASE")] = AnyHttpUrl(
         STRIPE_API_BASE
     )
+    # The webhook endpoint's signing secret (whsec_…): without it every webhook is refused.
+    webhook_secret: Annotated[str, Field(validation_alias="STRIPE_WEBHOOK_SECRET")] = ""
 
     @property
     def base_url(self) -> str:

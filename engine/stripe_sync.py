@@ -228,22 +228,28 @@ def _subscriptions(v1: Any, out: Fetched, countries: Mapping[str, str], plans: s
 # ---- the cursor and what the ledger holds ----
 
 
-def read_state(conn: psycopg.Connection[Any]) -> tuple[dict[str, int], Ledger]:
-    cursor = {row[0]: row[1] for row in conn.execute("SELECT object, synced_to FROM stripe_sync")}
+async def read_state(conn: psycopg.AsyncConnection[Any]) -> tuple[dict[str, int], Ledger]:
+    async def rows(query: str) -> list[tuple[Any, ...]]:
+        return await (await conn.execute(query, {"source": SOURCE})).fetchall()  # type: ignore[arg-type]
+
+    cursor = {row[0]: row[1] for row in await rows("SELECT object, synced_to FROM stripe_sync")}
     ledger = Ledger(
-        invoices=dict(conn.execute("SELECT id, customer_id FROM invoices WHERE source = %s", (SOURCE,))),
-        payments={row[0] for row in conn.execute("SELECT id FROM payments WHERE source = %s", (SOURCE,))},
-        credit_notes={row[0] for row in conn.execute("SELECT id FROM credit_notes")},
-        made_by_note=dict(
-            conn.execute("SELECT id, credit_note_id FROM refunds WHERE credit_note_id IS NOT NULL")
-        ),
+        invoices={
+            r[0]: r[1] for r in await rows("SELECT id, customer_id FROM invoices WHERE source = %(source)s")
+        },
+        payments={r[0] for r in await rows("SELECT id FROM payments WHERE source = %(source)s")},
+        credit_notes={r[0] for r in await rows("SELECT id FROM credit_notes")},
+        made_by_note={
+            r[0]: r[1]
+            for r in await rows("SELECT id, credit_note_id FROM refunds WHERE credit_note_id IS NOT NULL")
+        },
     )
     return cursor, ledger
 
 
-def write_cursor(conn: psycopg.Connection[Any], cursor: Mapping[str, int]) -> None:
+async def write_cursor(conn: psycopg.AsyncConnection[Any], cursor: Mapping[str, int]) -> None:
     for kind, created in cursor.items():
-        conn.execute(
+        await conn.execute(
             "INSERT INTO stripe_sync (object, synced_to) VALUES (%s, %s) ON CONFLICT (object) DO UPDATE "
             "SET synced_to = GREATEST(stripe_sync.synced_to, EXCLUDED.synced_to), at = now()",
             (kind, created),

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import io
 from typing import Any
 
 from bot.cli.common import CommandError
@@ -38,15 +37,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_sync(args: argparse.Namespace) -> int:
-    import psycopg
-
     from approvals.identity import os_account
     from approvals.ledger_import import LedgerRejected
     from bot.cli.cmd_activity import parse_since
     from bot.cli.cmd_ledger import summary
     from bot.cli.common import print_json, ready_database
     from engine.stripe_api import StripeNotConfigured, stripe_client
-    from engine.stripe_sync import fetch, read_state, write_cursor
 
     since = parse_since(args.since)
     try:
@@ -54,43 +50,30 @@ def run_sync(args: argparse.Namespace) -> int:
     except StripeNotConfigured as error:
         raise CommandError(str(error)) from None
     url = ready_database()
-    with psycopg.connect(url, prepare_threshold=None) as conn:
-        cursor, ledger = read_state(conn)
-    fetched = _fetch(fetch, client, cursor, since, ledger)
     try:
-        report = asyncio.run(_import(url, fetched.jsonl(), os_account()))
+        synced = asyncio.run(_sync(url, client, os_account(), since))
     except LedgerRejected as rejected:  # a mapping the loader refuses: a bug of ours, named in full
         raise CommandError("Stripe's data did not import; nothing was written:\n" + str(rejected)) from None
-    with psycopg.connect(url, prepare_threshold=None, autocommit=True) as conn:
-        write_cursor(conn, fetched.cursor)
-    skipped = dict(sorted(fetched.skipped.items()))
     if args.json:
-        print_json({**report.payload(), "skipped": skipped})
+        print_json(synced.payload())
     else:
-        print(summary(report).replace("imported", "synced from Stripe:", 1))
-        if skipped:
-            listed = ", ".join(f"{n} {kind}" for kind, n in skipped.items())
+        print(summary(synced.report).replace("imported", "synced from Stripe:", 1))
+        if synced.skipped:
+            listed = ", ".join(f"{n} {kind}" for kind, n in synced.skipped.items())
             print(f"  skipped (the ledger cannot hold them): {listed}")
     return 0
 
 
-def _fetch(fetch: Any, client: Any, cursor: Any, since: Any, ledger: Any) -> Any:
+async def _sync(url: str, client: Any, actor: str, since: Any) -> Any:
     import stripe
 
-    try:
-        return fetch(client, cursor, since, ledger)
-    except stripe.StripeError as error:  # after the SDK's own retries
-        raise CommandError(f"Stripe refused or did not answer: {error.user_message or error}") from None
-
-
-async def _import(url: str, data: bytes, actor: str) -> Any:
-    from approvals.ledger_import import import_ledger
+    from approvals.stripe_ledger import sync_stripe
     from engine.db import create_engine
-    from engine.ledger_load import InputFile
 
     engine = create_engine(url)
     try:
-        stream = InputFile("stripe", lambda: io.BytesIO(data), len(data))
-        return await import_ledger(engine, [stream], actor=actor)
+        return await sync_stripe(engine, client, actor=actor, since=since)
+    except stripe.StripeError as error:  # after the SDK's own retries
+        raise CommandError(f"Stripe refused or did not answer: {error.user_message or error}") from None
     finally:
         await engine.dispose()

@@ -22,6 +22,7 @@ slack_bolt/listener/asyncio_runner.py, AsyncioListenerRunner.run):
 
 from __future__ import annotations
 
+import functools
 import logging
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -41,6 +42,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.config import SlackConfigError, SlackSettings
+from bot.flows import stripe_webhook
 from bot.identity import foreign_actor, foreign_reason, record_foreign
 from bot.listeners import register_listeners
 from bot.runtime import RUNTIME_KEY, BackgroundWork, BotRuntime
@@ -58,6 +60,8 @@ class BillSleuthApp(AsyncApp):
         super().__init__(**kwargs)
         self.settings = settings
         self.background = background
+        # POST /stripe/webhook's handler (body, Stripe-Signature) → HTTP status; build_app binds it.
+        self.stripe_webhook: Callable[[bytes, str | None], Awaitable[int]] | None = None
         self._listening = _ListenersRunning(self.listener_runner)
 
     @property
@@ -188,5 +192,6 @@ def build_app(runtime: BotRuntime) -> BillSleuthApp:
 
     app.use(provide_runtime)
     app.use(only_the_installed_workspace)
+    app.stripe_webhook = functools.partial(stripe_webhook.receive, runtime.engine)
     runtime.bind(app.client)
     return app

@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 
 EVENTS_PATH = "/slack/events"
 HEALTH_PATH = "/healthz"
+STRIPE_WEBHOOK_PATH = "/stripe/webhook"
 
 
 # ---- HTTP mode ------------------------------------------------------------------------------------------
@@ -57,8 +58,18 @@ def build_web_app(app: AsyncApp, path: str = EVENTS_PATH) -> web.Application:
     async def health(_: web.Request) -> web.Response:
         return web.json_response({"ok": True})
 
+    async def stripe_webhook(request: web.Request) -> web.Response:
+        handler = getattr(app, "stripe_webhook", None)
+        if handler is None:
+            raise web.HTTPNotFound()
+        return web.Response(
+            status=await handler(await request.read(), request.headers.get("Stripe-Signature"))
+        )
+
     web_app = web.Application()
-    web_app.add_routes([web.post(path, events), web.get(HEALTH_PATH, health)])
+    web_app.add_routes(
+        [web.post(path, events), web.get(HEALTH_PATH, health), web.post(STRIPE_WEBHOOK_PATH, stripe_webhook)]
+    )
     return web_app
 
 
