@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 # without importing Alembic or LangGraph, which cost a read command most of its start-up time; any other
 # answer takes the full path. tests/test_schema_upgrades.py holds them to Alembic's head and the saver's
 # MIGRATIONS, so a new migration that forgets them fails the suite.
-SCHEMA_HEAD = "0015"
+SCHEMA_HEAD = "0016"
 CHECKPOINT_HEAD = 9
 
 APP_ROLE = "billsleuth_app"

@@ -27,6 +27,10 @@ SUPPORT = "BILLSLEUTH_SUPPORT"
 CLI_DECISIONS = "BILLSLEUTH_CLI_DECISIONS"
 MODEL_BUDGET = BUDGET  # BILLSLEUTH_MODEL_BUDGET: model spend per calendar month (USD)
 MODEL_PRICES = PRICES  # BILLSLEUTH_MODEL_PRICES: what the budget counts a model's tokens at
+BILLING_SYSTEM = (
+    "BILLSLEUTH_BILLING_SYSTEM"  # ledger: an issued note is our row; stripe: a Stripe credit note
+)
+CREDIT_METHOD = "BILLSLEUTH_CREDIT_METHOD"  # where the paid part of a Stripe credit note goes
 # Every variable of the policy in force, in the order `policy show` and doctor list them.
 POLICY_VARIABLES = (
     APPROVERS,
@@ -38,8 +42,15 @@ POLICY_VARIABLES = (
     CLI_DECISIONS,
     MODEL_BUDGET,
     MODEL_PRICES,
+    BILLING_SYSTEM,
+    CREDIT_METHOD,
 )
 ON, OFF = "on", "off"
+LEDGER, STRIPE = "ledger", "stripe"
+BILLING_SYSTEMS = (LEDGER, STRIPE)
+# refund: to the invoice's original payment; customer_balance: deducted from the customer's next invoices;
+# out_of_band: paid back outside Stripe (recorded on the credit note only).
+CREDIT_METHODS = ("refund", "customer_balance", "out_of_band")
 
 DEFAULT_TWO_PERSON_THRESHOLD = Decimal("300.00")
 DEFAULT_DAILY_CREDIT_LIMIT = Decimal("5000.00")
@@ -161,6 +172,13 @@ def _switch(variable: str, value: object) -> bool:
     return text == ON
 
 
+def _one_of(variable: str, value: object, choices: tuple[str, ...]) -> str:
+    text = str(value).strip().lower()
+    if text not in choices:
+        raise SettingsError(f"{variable} must be one of {', '.join(choices)}, got {value!r}")
+    return text
+
+
 def _approvers(variable: str, value: str | Iterable[str]) -> frozenset[str]:
     entries = value.split(",") if isinstance(value, str) else list(value)
     ids = [entry.strip() for entry in entries if entry.strip()]
@@ -199,6 +217,10 @@ class ApprovalSettings(EnvSettings):
     # its own environment says. None: no monthly limit. Prices: only what overrides or adds to the defaults.
     model_budget: Decimal | None = Field(None, validation_alias=MODEL_BUDGET)
     model_prices: tuple[tuple[str, ModelPrice], ...] = Field((), validation_alias=MODEL_PRICES)
+    # Where an issued note goes (issue 29): our row only, or a Stripe credit note; and for Stripe, how the
+    # paid part goes back. Stored policy: switching to Stripe or changing the method widens.
+    billing_system: str = Field(LEDGER, validation_alias=BILLING_SYSTEM)
+    credit_method: str = Field("refund", validation_alias=CREDIT_METHOD)
 
     @model_validator(mode="before")
     @classmethod
@@ -269,6 +291,16 @@ class ApprovalSettings(EnvSettings):
     def _cli(cls, value: object) -> bool:
         return _switch(CLI_DECISIONS, value)
 
+    @field_validator("billing_system", mode="before")
+    @classmethod
+    def _billing_system(cls, value: object) -> str:
+        return _one_of(BILLING_SYSTEM, value, BILLING_SYSTEMS)
+
+    @field_validator("credit_method", mode="before")
+    @classmethod
+    def _credit_method(cls, value: object) -> str:
+        return _one_of(CREDIT_METHOD, value, CREDIT_METHODS)
+
     @field_validator("model_budget", mode="before")
     @classmethod
     def _model_budget(cls, value: object) -> Decimal | None:
@@ -321,4 +353,6 @@ class ApprovalSettings(EnvSettings):
             # 50, not 50.00: one text per amount (two policies compare by it)
             MODEL_BUDGET: "" if self.model_budget is None else f"{self.model_budget.normalize():f}",
             MODEL_PRICES: prices_text(self.model_prices),
+            BILLING_SYSTEM: self.billing_system,
+            CREDIT_METHOD: self.credit_method,
         }

@@ -5,6 +5,9 @@ the invoice row, then the note row. Drafting takes only the invoice row; decidin
 
 The note's row is read once, under those locks; what issuing leaves (the issued note, or the note as it
 found it) is handed back as a view, so a resumed case settles on it without reading the note again.
+
+With the stored policy's billing system `stripe`, the Stripe credit note is created under the same locks,
+after every check and before the note is marked issued (approvals/stripe_issuing.py says why that order).
 """
 
 from __future__ import annotations
@@ -17,8 +20,8 @@ from typing import Any
 from sqlalchemy import Row, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from approvals import activity
-from approvals.config import ApprovalSettings
+from approvals import activity, stripe_issuing
+from approvals.config import STRIPE, ApprovalSettings
 from approvals.decisions import current_approvals
 from approvals.limits import (
     OwedUnknown,
@@ -108,6 +111,10 @@ async def _issuing(
                 except _OtherInvoice as other:
                     invoice_id = other.invoice_id
         except IssueRefused as refusal:
+            if refusal.rule == Rule.STRIPE_UNAVAILABLE:  # the note waits, approved, for the next try
+                await stripe_issuing.record_error(engine, credit_note_id, refusal.message)
+                if refusal.note is not None:
+                    refusal.note = replace(refusal.note, stripe_error=refusal.message)
             action = HARD_STOP if refusal.rule == Rule.DAILY_CREDIT_LIMIT else "credit_note.issue_refused"
             await activity.record_refusal(
                 engine,
@@ -178,23 +185,41 @@ async def _issue_approved(
     await _check_room_on_invoice(conn, note)
     await _check_still_owed(conn, note)
     await _check_daily_budget(conn, note.amount, note.currency, settings, now)
+    in_stripe = None
+    if settings.billing_system == STRIPE:
+        in_stripe = await stripe_issuing.create_in_stripe(conn, note, settings.credit_method)
+    stripe_id, livemode = (in_stripe.id, in_stripe.livemode) if in_stripe else (None, None)
     await conn.execute(
         update(t.credit_notes)
         .where(t.credit_notes.c.id == note.id, t.credit_notes.c.status == NoteStatus.APPROVED)
-        .values(status=NoteStatus.ISSUED, issued_at=now)
+        .values(
+            status=NoteStatus.ISSUED,
+            issued_at=now,
+            stripe_credit_note_id=stripe_id,
+            stripe_livemode=livemode,
+            stripe_error=None,
+        )
     )
+    details = {"invoice_id": note.invoice_id, "amount": note.amount, "case_id": note.case_id}
+    if in_stripe is not None:
+        details |= {"stripe_credit_note_id": in_stripe.id, "credit_method": settings.credit_method}
+        details |= {"found_in_stripe": in_stripe.adopted}
     await activity.record(
-        conn,
-        activity.SYSTEM,
-        activity.BILLSLEUTH,
-        "credit_note.issued",
-        "credit_note",
-        note.id,
-        {"invoice_id": note.invoice_id, "amount": note.amount, "case_id": note.case_id},
+        conn, activity.SYSTEM, activity.BILLSLEUTH, "credit_note.issued", "credit_note", note.id, details
     )
     issued = f"{note.id} issued: {fmt_amount(note.amount, note.currency)} on {note.invoice_id}"
+    if in_stripe is not None:
+        issued += f" as Stripe credit note {in_stripe.id}"
     outcome = IssueOutcome(note.id, NoteStatus.ISSUED, note.amount, True, issued)
-    return outcome, replace(view, status=NoteStatus.ISSUED, issued_at=now)
+    after = replace(
+        view,
+        status=NoteStatus.ISSUED,
+        issued_at=now,
+        stripe_credit_note_id=stripe_id,
+        stripe_livemode=bool(livemode),
+        stripe_error=None,
+    )
+    return outcome, after
 
 
 def _check_bound_to_approvals(note: Row[Any], votes: list[Vote]) -> None:

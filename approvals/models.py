@@ -119,6 +119,12 @@ class Rule(StrEnum):
     NOT_APPROVED = "not_approved"
     NOT_ENOUGH_APPROVALS = "not_enough_approvals"
     DAILY_CREDIT_LIMIT = "daily_credit_limit"
+    # issuing in Stripe (BILLSLEUTH_BILLING_SYSTEM=stripe, approvals/stripe_issuing.py)
+    NOT_A_STRIPE_INVOICE = "not_a_stripe_invoice"  # the note's invoice did not come from Stripe
+    STRIPE_PREVIEW_DIFFERS = "stripe_preview_differs"  # Stripe would credit another amount, or refuses to
+    STRIPE_NOTE_VOIDED = "stripe_note_voided"  # Stripe holds a voided credit note for this note already
+    # Stripe could not be reached or failed: the note stays approved and the sweep tries again, same key
+    STRIPE_UNAVAILABLE = "stripe_unavailable"
     # deciding a pending policy change (approvals/policy_store.py)
     UNKNOWN_POLICY_CHANGE = "unknown_policy_change"
     PROPOSER_CANNOT_DECIDE = "proposer_cannot_decide"  # consent means a second person
@@ -209,6 +215,9 @@ class CreditNoteView:
     reject_reason: str | None = None
     cancelled_by: str | None = None  # who cancelled an approved note that was never issued
     cancel_reason: str | None = None
+    stripe_credit_note_id: str | None = None  # the Stripe credit note issuing created (billing system stripe)
+    stripe_livemode: bool = False  # a live-mode credit note (its dashboard page is not under /test)
+    stripe_error: str | None = None  # why the last try to issue it in Stripe failed; cleared once issued
 
     @property
     def revision(self) -> int:
@@ -229,7 +238,23 @@ class CreditNoteView:
             "status": self.status,
             "approvals": self.approvals,
             "needed": self.needed,
+            # Only when issued in Stripe: a ledger-only note's JSON keeps its shape.
+            **(
+                {"stripe_credit_note_id": self.stripe_credit_note_id, "stripe_url": self.stripe_url}
+                if self.stripe_credit_note_id
+                else {}
+            ),
         }
+
+    @property
+    def stripe_url(self) -> str | None:
+        """The Stripe credit note's page in the Stripe dashboard, when issued in Stripe."""
+        if not self.stripe_credit_note_id:
+            return None
+        # Here, not at the top: engine.stripe_api brings pydantic, which the audit's read path never loads.
+        from engine.stripe_api import dashboard_url
+
+        return dashboard_url(f"credit_notes/{self.stripe_credit_note_id}", livemode=self.stripe_livemode)
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,10 @@ once)? Pure: two policies in, one verdict per variable out; no I/O (approvals/po
 Widening, per variable (DESIGN §3): someone added to the approvers or support; a higher daily limit, two-
 person threshold, approval TTL or hold limit, in any currency; CLI decisions turned on; a higher model
 budget, or none at all where there was one; a model's tokens counted cheaper, or no longer priced (its calls
-could not be held to a budget). Anything else that changes narrows. A variable whose text changes but whose
-meaning does not (the same people in another order) is no change at all: `as_env` is canonical.
+could not be held to a budget); the billing system switched to Stripe (issuing then moves real money there);
+any change of the credit method (the same approval then sends money another way). Anything else that
+changes narrows. A variable whose text changes but whose meaning does not (the same people in another
+order) is no change at all: `as_env` is canonical.
 """
 
 from __future__ import annotations
@@ -17,12 +19,15 @@ from decimal import Decimal
 from approvals.config import (
     APPROVAL_TTL_HOURS,
     APPROVERS,
+    BILLING_SYSTEM,
     CLI_DECISIONS,
+    CREDIT_METHOD,
     DAILY_CREDIT_LIMIT,
     HOLD_MAX_DAYS,
     MODEL_BUDGET,
     MODEL_PRICES,
     POLICY_VARIABLES,
+    STRIPE,
     SUPPORT,
     TWO_PERSON_THRESHOLD,
     ApprovalSettings,
@@ -102,6 +107,8 @@ def widens(variable: str, old: ApprovalSettings, new: ApprovalSettings) -> bool:
         CLI_DECISIONS: lambda: new.cli_decisions and not old.cli_decisions,
         MODEL_BUDGET: lambda: _budget_raised(old.model_budget, new.model_budget),
         MODEL_PRICES: lambda: _prices_widen(old, new),
+        BILLING_SYSTEM: lambda: new.billing_system == STRIPE and old.billing_system != STRIPE,
+        CREDIT_METHOD: lambda: new.credit_method != old.credit_method,
     }
     verdict = verdicts.get(variable)
     # A variable this table does not know yet widens: consent is the safe default for a new power.

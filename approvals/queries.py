@@ -87,6 +87,9 @@ def to_view(note: Row[Any], votes: Sequence[Vote]) -> CreditNoteView:
         reject_reason=rejection.comment if rejection else None,
         cancelled_by=note.cancelled_by,
         cancel_reason=note.cancel_reason,
+        stripe_credit_note_id=note.stripe_credit_note_id,
+        stripe_livemode=bool(note.stripe_livemode),
+        stripe_error=note.stripe_error,
     )
 
 

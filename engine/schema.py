@@ -227,6 +227,11 @@ credit_notes = Table(
     Column("source", Text),  # the `source` of the ledger file that wrote it (migration 0014)
     # Issued by the billing system itself and loaded by `ledger import`; never one of ours.
     Column("imported", Boolean, nullable=False, server_default=false()),
+    # Issued in Stripe (migration 0016): the Stripe credit note issuing created, one per note at most; and
+    # why the last try failed while the note waits, approved, for the next.
+    Column("stripe_credit_note_id", Text, unique=True),
+    Column("stripe_livemode", Boolean),
+    Column("stripe_error", Text),
 )
 
 credit_note_requests = Table(

@@ -61,6 +61,8 @@ def test_blank_values_mean_the_default() -> None:
         ("BILLSLEUTH_APPROVAL_TTL_HOURS", "0"),
         ("BILLSLEUTH_APPROVAL_TTL_HOURS", "1.5h"),
         ("BILLSLEUTH_APPROVAL_TTL_HOURS", "-3"),
+        ("BILLSLEUTH_BILLING_SYSTEM", "quickbooks"),
+        ("BILLSLEUTH_CREDIT_METHOD", "cheque"),
     ],
 )
 def test_a_bad_value_is_one_line_naming_the_variable(variable: str, value: str) -> None:

@@ -649,3 +649,24 @@ def test_a_pending_policy_change_card_asks_with_confirm_and_its_decided_revision
     assert [b for b in decided.blocks if b["type"] == "actions"] == []
     assert {parse_block_id(b["block_id"]).revision for b in decided.blocks} == {1}  # type: ignore[union-attr]
     assert "Approved by <@U0FIN0002>" in json.dumps(decided.blocks)
+
+
+def test_a_note_issued_in_stripe_links_its_stripe_credit_note() -> None:
+    stripe_url = "https://dashboard.stripe.com/test/credit_notes/cn_123"
+    issued = replace(
+        note(status="issued", approvals=1), stripe_credit_note_id="cn_123", stripe_url=stripe_url
+    )
+    message = credit_note_card(card_view(credit_note=issued, decisions=[DecisionView("UALICE", "approve")]))
+    assert_valid_message(message)
+    assert f"Stripe credit note <{stripe_url}|cn_123>" in all_text(message.blocks)
+
+
+def test_an_approved_note_stripe_failed_shows_the_error_and_that_it_is_tried_again() -> None:
+    failed = replace(
+        note(status="approved", approvals=1), stripe_error="Stripe: APIConnectionError: connection reset"
+    )
+    message = credit_note_card(card_view(credit_note=failed, decisions=[DecisionView("UALICE", "approve")]))
+    assert_valid_message(message)
+    text = all_text(message.blocks)
+    assert "Stripe: APIConnectionError: connection reset" in text and "same idempotency key" in text
+    assert buttons(message.blocks) == []  # the sweep's next try issues it: nothing to click meanwhile

@@ -42,6 +42,11 @@ WIDENING: list[tuple[str, dict[str, str], dict[str, str]]] = [
     ("MODEL_PRICES", {}, {"MODEL_PRICES": '{"gpt-4o-mini": {"input": 0.01, "output": 0.60}}'}),
     # a price removed: that model's calls could no longer be held to the budget
     ("MODEL_PRICES", {"MODEL_PRICES": '{"local": {"input": 1, "output": 1}}'}, {}),
+    # issuing then creates Stripe credit notes: real money moves there
+    ("BILLING_SYSTEM", {}, {"BILLING_SYSTEM": "stripe"}),
+    # the same approval would send the money another way
+    ("CREDIT_METHOD", {}, {"CREDIT_METHOD": "customer_balance"}),
+    ("CREDIT_METHOD", {"CREDIT_METHOD": "out_of_band"}, {"CREDIT_METHOD": "refund"}),
 ]
 
 NARROWING: list[tuple[str, dict[str, str], dict[str, str]]] = [
@@ -56,6 +61,7 @@ NARROWING: list[tuple[str, dict[str, str], dict[str, str]]] = [
     ("MODEL_BUDGET", {"MODEL_BUDGET": "50"}, {"MODEL_BUDGET": "10"}),
     ("MODEL_PRICES", {}, {"MODEL_PRICES": '{"local": {"input": 1, "output": 1}}'}),  # a model now counted
     ("MODEL_PRICES", {}, {"MODEL_PRICES": '{"gpt-4o-mini": {"input": 1, "output": 1}}'}),  # dearer
+    ("BILLING_SYSTEM", {"BILLING_SYSTEM": "stripe"}, {}),  # back to our own rows: nothing leaves for Stripe
 ]
 
 

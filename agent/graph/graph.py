@@ -302,12 +302,14 @@ async def await_approval(state: CaseState, runtime: Runtime[CaseContext]) -> dic
     except IssueRefused as refusal:
         refused = refusal.note or await queries.get_credit_note(context.engine, note["id"])
         context.notes_read[refused.id] = refused
-        if refusal.rule == Rule.DAILY_CREDIT_LIMIT and holds.fits_a_day(
+        held = refusal.rule == Rule.DAILY_CREDIT_LIMIT and holds.fits_a_day(
             refused.amount, refused.currency, context.approval_settings
-        ):
+        )
+        if held or refusal.rule == Rule.STRIPE_UNAVAILABLE:
             # A hard stop holds the approved note, it does not undo the approvals: the case keeps
             # waiting, and the sweep resumes it once the day's limit has room (the next UTC day, or
             # a raised limit). A note larger than a whole day's limit escalates like any refusal.
+            # Stripe out of reach or failing likewise: the sweep tries again, with the same key.
             return {
                 "decisions": decisions,
                 "credit_note": refused.summary(),
@@ -353,11 +355,17 @@ def settled_on_note(state: CaseState, note: CreditNoteView) -> dict[str, Any]:
     findings = state["findings"]
     assert findings is not None
     if note.status == NoteStatus.ISSUED:
+        # Issued in Stripe: the customer's credit note is Stripe's (its id names it); the dashboard link
+        # is for staff, so it goes in the internal note.
+        named = f"{note.id} ({note.stripe_credit_note_id})" if note.stripe_credit_note_id else note.id
         reply["customer_message"] = (
             reply.get("customer_message", "").rstrip()
             + "\n\n"
-            + prompts.issued_addendum(language, note.id, note.amount, note.currency)
+            + prompts.issued_addendum(language, named, note.amount, note.currency)
         )
+        if note.stripe_url:
+            internal = reply.get("internal_note", "").rstrip()
+            reply["internal_note"] = f"{internal}\n\nStripe credit note: {note.stripe_url}".lstrip()
     elif note.status in NO_MONEY:
         reply["customer_message"] = prompts.rejected_reply(language, findings["invoice_ids"][:1])
     # The case takes its note's ending (the two share those names); any other note status keeps it waiting.

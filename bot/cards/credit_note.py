@@ -347,7 +347,13 @@ def _outcome_text(note: CardNote, decisions: Sequence[DecisionView], currency: s
     by = " and ".join(approvers) if approvers else "nobody"
     if note.status == "issued":
         credited = f"{amount(note.amount, currency)} credited on `{escape(note.invoice_id)}`"
-        return f":white_check_mark: *Issued*: {credited}, approved by {by}."
+        return f":white_check_mark: *Issued*: {credited}, approved by {by}.{_in_stripe(note)}"
+    if note.status == "approved" and note.stripe_error:
+        return (
+            f":warning: *Approved* by {by}, not issued yet: {clip(note.stripe_error, MAX_REASON)}. "
+            "BillSleuth tries again on its next sweep, with the same idempotency key, so Stripe never "
+            "credits it twice."
+        )
     if note.status == "approved" and note.held_by_budget:
         return (
             f":double_vertical_bar: *Approved* by {by}, and held: issuing it today would pass the daily "
@@ -373,6 +379,14 @@ def _outcome_text(note: CardNote, decisions: Sequence[DecisionView], currency: s
         return f":no_entry_sign: Cancelled by {who}: {why}. No credit will be issued."
     deadline = slack_time(note.expires_at)
     return f":alarm_clock: *Expired*: nobody decided before {deadline}. No credit will be issued."
+
+
+def _in_stripe(note: CardNote) -> str:
+    if not note.stripe_credit_note_id:
+        return ""
+    name = escape(note.stripe_credit_note_id)
+    linked = f"<{note.stripe_url}|{name}>" if note.stripe_url else f"`{name}`"
+    return f" Stripe credit note {linked}."
 
 
 def _count(n: int, noun: str) -> str:

@@ -209,6 +209,9 @@ class CardNote:
     ledger_changed: str | None = None  # still open, and an import changed its invoice since it was drafted
     cancelled_by: str | None = None  # who cancelled it (a Slack user id); None: BillSleuth's own sweep
     cancel_reason: str = ""
+    stripe_credit_note_id: str | None = None  # issued in Stripe as this credit note
+    stripe_url: str | None = None  # its page in the Stripe dashboard
+    stripe_error: str | None = None  # approved, but Stripe failed the last try (the sweep tries again)
 
     @property
     def cancellable(self) -> bool:

@@ -50,6 +50,9 @@ def note_model(
         # The sweep cancels as BillSleuth itself, not as a person the card could mention.
         cancelled_by=note.cancelled_by if is_slack_user_id(note.cancelled_by or "") else None,
         cancel_reason=note.cancel_reason or "",
+        stripe_credit_note_id=note.stripe_credit_note_id,
+        stripe_url=note.stripe_url,
+        stripe_error=note.stripe_error if note.status == "approved" else None,
     )
 
 
