@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Row, select, update
+from sqlalchemy import Row, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from approvals.models import IssueRefused, NoteStatus, Rule
@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 
 STRIPE_SOURCE = "stripe"  # the ledger source of rows that came from Stripe (their ids are Stripe's)
 METADATA_NOTE, METADATA_CASE = "billsleuth_credit_note", "billsleuth_case"
+# The outbox change a failed try writes: the note's status did not change, so its card must be redrawn anyway.
+STRIPE_FAILED = "credit_note.stripe_failed"
 MEMO_LIMIT = 5000  # Stripe's limit on a text parameter
 # Where the paid part goes, by BILLSLEUTH_CREDIT_METHOD: the create parameter that carries it.
 METHOD_PARAMETER = {
@@ -119,13 +121,24 @@ def credit_note_params(note: Row[Any], invoice: Invoice, credit_method: str) -> 
 
 
 async def record_error(engine: AsyncEngine, credit_note_id: str, message: str) -> None:
-    """The last Stripe error, on the note while it waits approved (the card shows it; a redraw follows)."""
+    """The last Stripe error, on the note while it waits approved, and a change for the bot to redraw its
+    card (which shows the error): the status did not change, so no trigger tells the bot."""
+    notes = t.credit_notes.c
     async with engine.begin() as conn:
-        await conn.execute(
-            update(t.credit_notes)
-            .where(t.credit_notes.c.id == credit_note_id, t.credit_notes.c.status == NoteStatus.APPROVED)
-            .values(stripe_error=message)
-        )
+        case_id = (
+            await conn.execute(
+                update(t.credit_notes)
+                .where(notes.id == credit_note_id, notes.status == NoteStatus.APPROVED)
+                .values(stripe_error=message)
+                .returning(notes.case_id)
+            )
+        ).scalar_one_or_none()
+        if case_id is None:
+            return
+        change = {"entity_type": "credit_note", "entity_id": credit_note_id, "case_id": case_id}
+        await conn.execute(insert(t.outbox).values(**change, change=STRIPE_FAILED))
+        # As the outbox triggers do: the bot hears it when this commits.
+        await conn.execute(select(func.pg_notify("billsleuth_outbox", case_id)))
 
 
 async def _check_stripe_invoice(conn: AsyncConnection, note: Row[Any]) -> None:

@@ -9,12 +9,12 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from sqlalchemy import update
+from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from approvals import IssueRefused, Rule, get_credit_note, issue
 from approvals import issuing as issuing_module
-from approvals.stripe_issuing import credit_note_params, idempotency_key, in_minor_units
+from approvals.stripe_issuing import STRIPE_FAILED, credit_note_params, idempotency_key, in_minor_units
 from engine import schema as t
 from tests.stripe_stand_in import retry_without_waiting
 from tests.stripe_stand_in.account import StripeAccount
@@ -156,6 +156,9 @@ async def test_stripe_failing_leaves_the_note_approved_and_the_retry_sends_the_s
     assert "APIError (HTTP 500)" in refused.value.message
     waiting = await get_credit_note(stripe_ledger, note_id)
     assert (waiting.status, waiting.stripe_error) == ("approved", refused.value.message)
+    async with stripe_ledger.connect() as conn:  # the bot is told to redraw the card, which shows the error
+        changes = (await conn.execute(select(t.outbox.c.change).where(t.outbox.c.entity_id == note_id))).all()
+    assert (STRIPE_FAILED,) in changes
     assert _stripe_notes(stand_in) == []
     outcome = await issue(stripe_ledger, note_id, IN_STRIPE)
     (created,) = _stripe_notes(stand_in)

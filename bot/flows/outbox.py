@@ -22,6 +22,7 @@ import psycopg
 from agent.cases.opening import OPENED_FROM_CLI
 from agent.graph.state import UNFINISHED
 from approvals.ledger_import import LEDGER_CHANGED
+from approvals.stripe_issuing import STRIPE_FAILED
 from bot import store
 from bot.flows.approver_notices import remind_approvers, tell_approvers
 from bot.flows.direct_messages import tell_finance_of_budget, tell_requester
@@ -64,8 +65,9 @@ async def _deliver(runtime: BotRuntime, changes: list[store.Change]) -> set[str]
         except Exception:
             log.exception("could not tell the requester of case %s; trying again later", case_id)
             failed.add(case_id)
-    # The ledger changed under a note: its status did not, so the drawn state alone would not redraw it.
-    ledger_changed = {c.case_id for c in changes if c.change == LEDGER_CHANGED}
+    # The ledger changed under a note, or Stripe failed issuing it: its status did not change, so the drawn
+    # state alone would not redraw it.
+    ledger_changed = {c.case_id for c in changes if c.change in (LEDGER_CHANGED, STRIPE_FAILED)}
     for case_id in _cases_of(_showing_something(changes)):
         try:
             async with _delivering(runtime, case_id):
