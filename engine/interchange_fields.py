@@ -2,9 +2,11 @@
 money and currency codes must be written, one field at a time.
 
 Each reader takes the decoded record and a field name and returns the value, or raises `Invalid` naming
-the field and the problem. They run on every field of every record of an import (a few million calls for
-a large ledger), so the common case, a well-formed value, is checked first and cheaply; the wording of a
-refusal is only worked out once something is wrong.
+the field and the problem. Dates and instants come back as the text COPY takes (a date as written, an
+instant as psycopg would send it), so a checked record's rows go to COPY without being formatted again.
+They run on every field of every record of an import (a few million calls for a large ledger), so the
+common case, a well-formed value, is checked first and cheaply; the wording of a refusal is only worked
+out once something is wrong.
 
 Money is a JSON string with exactly the currency's number of decimals ("174.90" USD, "12000" JPY); a JSON
 number is refused, as a float would already be inexact.
@@ -26,6 +28,10 @@ MAX_MONEY = Decimal("9999999999.99")  # NUMERIC(12,2)
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)
 _CURRENCY = re.compile(r"[A-Z]{3}", re.ASCII)
 _DECIMAL = re.compile(r"-?\d+(\.\d+)?", re.ASCII)
+# An amount in the ledger's range (NUMERIC(12,2)) with at most two decimals: the common case of `amount`.
+_MONEY = re.compile(r"-?\d{1,10}(?:\.(\d{1,2}))?", re.ASCII)
+# An instant in the form exports write: Postgres reads it as Python does, so it goes to COPY as written.
+_PLAIN_INSTANT = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?([+-]\d{2}:\d{2}|Z)", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,9 @@ def text(record: Mapping[str, Any], name: str, required: bool = True, empty: boo
 
 def ident(record: Mapping[str, Any], name: str, required: bool = True) -> str | None:
     """An id: any text the source uses, but not blank and not padded (a lookup would never find it)."""
+    value = record.get(name)
+    if isinstance(value, str) and value and value.strip() == value:
+        return value  # the common case, settled at once
     value = text(record, name, required)
     if value is not None and value != value.strip():
         raise Invalid(name, f"{value!r} has spaces around it")
@@ -100,7 +109,9 @@ def flag(record: Mapping[str, Any], name: str) -> bool:
     raise Invalid(name, f"must be true or false, not {json_type(value)}")
 
 
-def day(record: Mapping[str, Any], name: str, required: bool = True) -> date | None:
+def day(record: Mapping[str, Any], name: str, required: bool = True) -> str | None:
+    """A date, as written ("2026-09-01"): checked, and already what COPY takes. Two of them compare as
+    text in date order (the pattern fixes every digit's place)."""
     value = record.get(name)
     if value is None:
         get(record, name, required)
@@ -108,12 +119,15 @@ def day(record: Mapping[str, Any], name: str, required: bool = True) -> date | N
     if not isinstance(value, str) or not _DATE.fullmatch(value):
         raise Invalid(name, f"{shown(value)} is not a date (YYYY-MM-DD)")
     try:
-        return date.fromisoformat(value)
+        date.fromisoformat(value)
     except ValueError:
         raise Invalid(name, f"{value!r} is not a date (YYYY-MM-DD)") from None
+    return value
 
 
-def instant(record: Mapping[str, Any], name: str, required: bool = True) -> datetime | None:
+def instant(record: Mapping[str, Any], name: str, required: bool = True) -> str | None:
+    """An instant with its offset, as COPY text: as written when in the plain form, otherwise as psycopg
+    would send what Python read (formatting a datetime costs more than reading one)."""
     value = record.get(name)
     if value is None:
         get(record, name, required)
@@ -126,7 +140,7 @@ def instant(record: Mapping[str, Any], name: str, required: bool = True) -> date
         raise Invalid(name, f"{value!r} is not an ISO 8601 instant (2026-09-01T10:00:00+00:00)") from None
     if parsed.tzinfo is None:
         raise Invalid(name, f"{value!r} has no offset (write +00:00 or Z)")
-    return parsed
+    return value if _PLAIN_INSTANT.fullmatch(value) else str(parsed)
 
 
 def decimal_text(record: Mapping[str, Any], name: str, what: str = "an amount") -> tuple[Decimal, int]:
@@ -149,7 +163,14 @@ def _decimals_of(currency: str) -> int:
 def amount(
     record: Mapping[str, Any], name: str, currency: str | None = None, *, positive: bool = False
 ) -> tuple[Decimal, int]:
-    """Money: exactly the currency's decimals when it is known here, at most two (what the ledger holds)."""
+    """Money: exactly the currency's decimals when it is known here, at most two (what the ledger holds);
+    the amount and how many decimals it was written with."""
+    written = record.get(name)
+    if isinstance(written, str) and (well_formed := _MONEY.fullmatch(written)) is not None:
+        places = len(well_formed[1] or "")
+        value = Decimal(written)
+        if (currency is None or places == _decimals_of(currency)) and (not positive or value > 0):
+            return value, places  # the common case, settled with one match
     value, places = decimal_text(record, name)
     if currency is not None and places != _decimals_of(currency):
         raise Invalid(name, f"{record[name]!r} must have {minor_unit(currency)} decimals for {currency}")
@@ -160,6 +181,12 @@ def amount(
     if positive and value <= 0:
         raise Invalid(name, f"{record[name]!r} must be more than zero")
     return value, places
+
+
+def money_text(record: Mapping[str, Any], name: str, currency: str | None = None) -> str:
+    """An amount checked as `amount` checks it, as written: already the text COPY takes."""
+    amount(record, name, currency)
+    return record[name]  # type: ignore[no-any-return]
 
 
 def currency_code(record: Mapping[str, Any], name: str, required: bool = True) -> str | None:

@@ -1,7 +1,9 @@
 """The records of `billsleuth-ledger/2` (DESIGN.md §3): one decoded line checked whole, pure.
 
 Each record type has a reader that turns the decoded line into the rows it writes (tuples in
-engine.interchange.COLUMNS order), or raises `Invalid` naming its first problem (`field: problem`); the
+engine.interchange.COLUMNS order, each value the text COPY takes or None: an amount as written, a whole
+number as digits, a payload as JSON; Decimal only where a check does arithmetic), or raises `Invalid`
+naming its first problem (`field: problem`); the
 loader (engine.ledger_load) adds `PATH:LINE` and does the checks that need other records (references, a
 payment's currency, ids given twice). A record knows its currency only on an invoice (its lines too);
 payments and credit notes carry how many decimals they were written with, and the loader holds that to
@@ -11,11 +13,12 @@ version 2's fields, so what they write is what version 1 wrote.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 from engine.billing import CONFIG_CHANGES
 from engine.interchange import (
@@ -46,6 +49,7 @@ from engine.interchange_fields import (
     ident,
     instant,
     json_type,
+    money_text,
     shown,
     text,
     whole,
@@ -54,13 +58,13 @@ from engine.model import EVENT_TYPES, Invoice, Line
 from engine.pricebook import COUNTRY_TZ
 
 
-@dataclass(frozen=True)
-class Parsed:
-    """One record's rows, by table (an invoice: its header and its lines)."""
+class Parsed(NamedTuple):
+    """One record's rows, by table (an invoice: its header and its lines). A tuple: one is made per
+    record, and a frozen dataclass costs a microsecond more to build."""
 
     type: str
     id: str
-    rows: dict[str, list[tuple[Any, ...]]]
+    rows: dict[str, list[tuple[str | None, ...]]]
 
 
 @dataclass(frozen=True)
@@ -93,7 +97,7 @@ def _plan(r: Mapping[str, Any], source: str | None, version: int) -> Parsed:
     price, _ = amount(r, "unit_price")
     if price < 0:
         raise Invalid("unit_price", f"{r['unit_price']!r} must not be negative")
-    row = (ident(r, "id"), text(r, "name"), choice(r, "interval", ("month", "year")), price, source)
+    row = (ident(r, "id"), text(r, "name"), choice(r, "interval", ("month", "year")), r["unit_price"], source)
     return Parsed("plan", row[0], {"plans": [row]})  # type: ignore[arg-type]
 
 
@@ -143,12 +147,12 @@ def _subscription(r: Mapping[str, Any], source: str | None, version: int) -> Par
         ident(r, "id"),
         ident(r, "customer_id"),
         ident(r, "plan_id"),
-        whole(r, "quantity", 1),
+        str(whole(r, "quantity", 1)),
         text(r, "status"),
         day(r, "start_date"),
         start,
         end,
-        whole(r, "billing_anchor_day", 1, 28),
+        str(whole(r, "billing_anchor_day", 1, 28)),
         ident(r, "coupon_id", required=False),
         source,
     )
@@ -205,7 +209,7 @@ def _event(r: Mapping[str, Any], source: str | None, version: int) -> Parsed:
         ident(r, "subscription_id"),
         event_type,
         instant(r, "effective_at"),
-        _payload(event_type, get(r, "payload", True)),
+        json.dumps(_payload(event_type, get(r, "payload", True))),
         source,
     )
     return Parsed("subscription_event", row[0], {"subscription_events": [row]})  # type: ignore[arg-type]
@@ -213,7 +217,7 @@ def _event(r: Mapping[str, Any], source: str | None, version: int) -> Parsed:
 
 def _line(
     r: Any, invoice_id: str, number: int, currency: str, source: str | None, version: int
-) -> tuple[Any, ...]:
+) -> tuple[str | None, ...]:
     if not isinstance(r, dict):
         raise Invalid(f"lines[{number - 1}]", f"must be an object, not {json_type(r)}")
     allowed = LINE_FIELDS_V2 if version >= 2 else LINE_FIELDS
@@ -226,17 +230,17 @@ def _line(
         return (
             ident(r, "id"),
             invoice_id,
-            number,
+            str(number),
             choice(r, "kind", LINE_KINDS),
             text(r, "description", empty=True),
-            whole(r, "quantity", 0),
-            amount(r, "unit_amount", currency)[0],
-            amount(r, "amount", currency)[0],
+            str(whole(r, "quantity", 0)),
+            money_text(r, "unit_amount", currency),
+            money_text(r, "amount", currency),
             day(r, "period_start", required=False),
             day(r, "period_end", required=False),
             text(r, "tax_code", required=False),
             _source(r, source),
-            inclusive,
+            "t" if inclusive else "f",
             *_period_instants(r),
         )
     except Invalid as error:
@@ -274,15 +278,15 @@ def _invoice(r: Mapping[str, Any], source: str | None, version: int) -> Parsed:
         end,
         day(r, "issued_at"),
         text(r, "status"),
-        header["subtotal"],
-        header["discount"],
-        header["tax"],
-        header["total"],
+        r["subtotal"],
+        r["discount"],
+        r["tax"],
+        r["total"],
         currency,
         instant(r, "created_at", required=False),
         source,
         *_period_instants(r),
-        header["inclusive_tax"],
+        str(header["inclusive_tax"]),  # as psycopg would send the Decimal: the digits as written or derived
     )
     return Parsed("invoice", invoice_id, {"invoices": [row], "invoice_lines": line_rows})
 
@@ -290,7 +294,7 @@ def _invoice(r: Mapping[str, Any], source: str | None, version: int) -> Parsed:
 _HEADER = ("subtotal", "discount", "tax", "total", "inclusive_tax")
 
 
-def _check_header(header: dict[str, Decimal], line_rows: list[tuple[Any, ...]]) -> None:
+def _check_header(header: dict[str, Decimal], line_rows: list[tuple[str | None, ...]]) -> None:
     """The header's figures are the lines' sums (what the rules compare is the lines: a header that says
     otherwise would show one figure and judge another). inclusive_tax, when left out, is the lines'."""
     derived = Invoice(
@@ -301,7 +305,7 @@ def _check_header(header: dict[str, Decimal], line_rows: list[tuple[Any, ...]]) 
         date.min,
         date.min,
         "",
-        lines=[Line(r[3], "", 0, r[6], r[7], inclusive=r[12]) for r in line_rows],
+        lines=[Line(r[3], "", 0, Decimal(r[6]), Decimal(r[7]), inclusive=r[12] == "t") for r in line_rows],  # type: ignore[arg-type]
     )
     header.setdefault("inclusive_tax", derived.inclusive_tax)
     for name in _HEADER:
@@ -311,32 +315,32 @@ def _check_header(header: dict[str, Decimal], line_rows: list[tuple[Any, ...]]) 
 
 
 def _payment(r: Mapping[str, Any], source: str | None, version: int) -> Parsed:
-    value, places = amount(r, "amount")
+    _, places = amount(r, "amount")
     row = (
         ident(r, "id"),
         ident(r, "invoice_id"),
-        value,
+        r["amount"],
         choice(r, "status", PAYMENT_STATUSES),
         instant(r, "attempted_at"),
         text(r, "gateway_ref", empty=True),
         source,
-        places,
+        str(places),
     )
     return Parsed("payment", row[0], {"payments": [row]})  # type: ignore[arg-type]
 
 
 def _credit_note(r: Mapping[str, Any], source: str | None, version: int) -> Parsed:
-    value, places = amount(r, "amount", positive=True)
+    _, places = amount(r, "amount", positive=True)
     row = (
         ident(r, "id"),
         ident(r, "invoice_id"),
-        value,
+        r["amount"],
         text(r, "reason"),
         choice(r, "status", CREDIT_NOTE_STATUSES),
         currency_code(r, "currency", required=False),
         instant(r, "issued_at", required=False),
         source,
-        places,
+        str(places),
     )
     return Parsed("credit_note", row[0], {"credit_notes": [row]})  # type: ignore[arg-type]
 

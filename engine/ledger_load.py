@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+import orjson
+
 from engine.interchange import FORMAT_LINE
 from engine.interchange_fields import Invalid
 from engine.interchange_records import Header, parse_header, parse_record, record_id
@@ -92,6 +94,25 @@ class LoadResult:
 
 Line = tuple[int, int, Any, "Invalid | None"]  # file number, line number, decoded JSON, or why not
 
+# A run of 19 digits could be a number orjson reads as a rounded float (past 64 bits) where json keeps it
+# whole. Found by mapping every digit to "0" and everything else to " " and looking for nineteen "0"s: two
+# passes in C, a tenth of what a regular expression's search cost.
+_DIGITS_ONLY = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x20 for byte in range(256))
+_WIDE_NUMBER = b"0" * 19
+
+
+def decoded(raw: bytes) -> Any:
+    """One line's JSON, as json reads it. orjson reads the same lines to the same values at about a third
+    of the cost; json reads whatever orjson refuses, so a refusal keeps its wording (json's) and what json
+    takes and orjson does not (NaN, Infinity, a lone surrogate, a number past 64 bits) is still taken.
+    Raises UnicodeDecodeError or json.JSONDecodeError."""
+    if _WIDE_NUMBER not in raw.translate(_DIGITS_ONLY):
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(raw.decode("utf-8"))
+
 
 def decoded_lines(
     files: list[InputFile], digests: list[Any], whole: Any, progress: Progress | None = None
@@ -116,7 +137,7 @@ def decoded_lines(
                     continue
                 empty = False
                 try:
-                    yield file_no, number, json.loads(raw.decode("utf-8")), None
+                    yield file_no, number, decoded(raw), None
                 except UnicodeDecodeError:
                     yield file_no, number, None, Invalid("line", "is not UTF-8")
                 except json.JSONDecodeError as error:
@@ -198,7 +219,10 @@ async def load_records(
             await stager.flush_full()
     await stager.flush_all()
     # Temporary tables are never analysed on their own: without statistics the planner takes a staged
-    # million rows for a few hundred and joins them row by row.
+    # million rows for a few hundred and joins them row by row. What the plans need is the row counts and
+    # roughly how distinct the ids are: a sample of 3,000 rows (not the default 30,000) tells that, and
+    # cost a tenth of the 0.4 s the default took on 160,000 rows (the setting ends with the transaction).
+    await conn.execute("SET LOCAL default_statistics_target = 10")
     for table in TABLE_ORDER:
         await conn.execute(f"ANALYZE {stage(table)}")
     await conn.execute("ANALYZE ledger_stage_bad")

@@ -135,6 +135,32 @@ async def test_a_changed_record_is_updated_and_counted_as_changed(db: AsyncEngin
     assert name == "Northwind Analytics Inc."
 
 
+async def test_text_and_instants_arrive_as_written_whatever_copy_makes_of_their_characters(
+    db: AsyncEngine,
+) -> None:
+    """Rows go to staging as COPY text built from the checked strings: a tab, newline, carriage return or
+    backslash in a value (or a value reading \\N, COPY's null) must arrive as written, and an instant in
+    another ISO 8601 form as the instant it names."""
+    awkward = "Tab\there, line\nbreak, return\r, back\\slash and \\N"
+    lines = fixture_lines()
+    for record in lines:
+        if record.get("id") == "cus_8f3aQz":
+            record["name"] = awkward
+        elif record.get("id") == "py_7Kd2":
+            record["gateway_ref"] = "\\N"
+            record["attempted_at"] = "20260701T153000.25+0530"  # basic format: not the plain form
+        elif record.get("id") == "py_8Lm4":
+            record["attempted_at"] = "2026-08-01T10:00:00Z"  # plain form: goes to COPY as written
+    await load(db, lines)
+    async with db.connect() as conn:
+        name = (await conn.execute(text("SELECT name FROM customers WHERE id = 'cus_8f3aQz'"))).scalar_one()
+        rows = await conn.execute(text("SELECT id, gateway_ref, attempted_at FROM payments"))
+        payments = {row.id: (row.gateway_ref, row.attempted_at) for row in rows}
+    assert name == awkward
+    assert payments["py_7Kd2"] == ("\\N", datetime(2026, 7, 1, 10, 0, 0, 250000, tzinfo=UTC))
+    assert payments["py_8Lm4"][1] == datetime(2026, 8, 1, 10, 0, tzinfo=UTC)
+
+
 async def test_a_dry_run_counts_and_writes_nothing(db: AsyncEngine) -> None:
     before = await snapshot(db)
     report = await load(db, fixture_lines(), dry_run=True)
