@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 from engine.money import held_to_cents, minor_unit
@@ -116,13 +116,22 @@ def day(record: Mapping[str, Any], name: str, required: bool = True) -> str | No
     if value is None:
         get(record, name, required)
         return None
-    if not isinstance(value, str) or not _DATE.fullmatch(value):
+    if not isinstance(value, str) or not _is_date(value):
         raise Invalid(name, f"{shown(value)} is not a date (YYYY-MM-DD)")
+    return value
+
+
+@lru_cache(maxsize=8192)
+def _is_date(value: str) -> bool:
+    """Written YYYY-MM-DD and a day of the calendar. A ledger names a few thousand days a million times:
+    each is worked out once (the cache is bounded, so memory stays flat)."""
+    if not _DATE.fullmatch(value):
+        return False
     try:
         date.fromisoformat(value)
     except ValueError:
-        raise Invalid(name, f"{value!r} is not a date (YYYY-MM-DD)") from None
-    return value
+        return False
+    return True
 
 
 def instant(record: Mapping[str, Any], name: str, required: bool = True) -> str | None:
