@@ -24,8 +24,11 @@ import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -97,6 +100,45 @@ def dump(url: str, directory: Path) -> int:
     return rows
 
 
+def _backend_seconds(pid: int) -> float | None:
+    """User + system CPU of a server process so far, from /proc (None once it has exited)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@contextmanager
+def backend_cpu(server: str, database: str) -> Iterator[list[float]]:
+    """The CPU of every Postgres backend serving `database` while the block runs (yields a one-item list
+    filled in at the end): each backend's /proc figures read every 20 ms until it exits, so a backend
+    that ends with its client is counted up to its last reading. The server must be on this machine."""
+    import psycopg
+
+    seen: dict[int, float] = {}
+    done = threading.Event()
+
+    def watch() -> None:
+        with psycopg.connect(with_database(server, "postgres"), autocommit=True) as conn:
+            while not done.is_set():
+                pids = conn.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s", (database,))
+                for (pid,) in pids.fetchall():
+                    if (used := _backend_seconds(pid)) is not None:
+                        seen[pid] = used
+                time.sleep(0.02)
+
+    total = [0.0]
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        yield total
+    finally:
+        done.set()
+        watcher.join()
+        total[0] = sum(seen.values())
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--customers", type=int, default=3_000)
@@ -117,6 +159,7 @@ def main() -> int:
         )
         imports, reimports, floors, rss = [], [], [], []
         cpu: dict[str, list[float]] = {"import": [], "re-import": [], "floor": []}  # each process's own
+        backend: dict[str, list[float]] = {"import": [], "re-import": [], "floor": []}  # its Postgres's
         load_before = os.getloadavg()[0]
         dumped = Path(scratch) / "dump"
         dumped.mkdir()
@@ -125,27 +168,33 @@ def main() -> int:
             for _ in range(args.repeat):
                 name, url = fresh_database(server)
                 made.append(name)
-                seconds, peak, _, out, used = _run(
-                    [sys.executable, "-c", CLI, "ledger", "import", str(path), "--json"], url
-                )
+                with backend_cpu(server, name) as served:
+                    seconds, peak, _, out, used = _run(
+                        [sys.executable, "-c", CLI, "ledger", "import", str(path), "--json"], url
+                    )
                 cpu["import"].append(used)
+                backend["import"].append(served[0])
                 counts = json.loads(out)["counts"]
                 imports.append(seconds)
                 rss.append(peak)
-                seconds, peak, _, out, used = _run(
-                    [sys.executable, "-c", CLI, "ledger", "import", str(path), "--json"], url
-                )
+                with backend_cpu(server, name) as served:
+                    seconds, peak, _, out, used = _run(
+                        [sys.executable, "-c", CLI, "ledger", "import", str(path), "--json"], url
+                    )
                 cpu["re-import"].append(used)
+                backend["re-import"].append(served[0])
                 assert all(c["added"] == c["changed"] == 0 for c in json.loads(out)["counts"].values())
                 reimports.append(seconds)
                 rss.append(peak)
                 rows = dump(url, dumped)
                 floor_name, floor_url = fresh_database(server)
                 made.append(floor_name)
-                seconds, _, _, _, used = _run(
-                    [sys.executable, "-c", FLOOR, ",".join(TABLE_ORDER), str(dumped)], floor_url
-                )
+                with backend_cpu(server, floor_name) as served:
+                    seconds, _, _, _, used = _run(
+                        [sys.executable, "-c", FLOOR, ",".join(TABLE_ORDER), str(dumped)], floor_url
+                    )
                 cpu["floor"].append(used)
+                backend["floor"].append(served[0])
                 floors.append(seconds)
         finally:
             for name in made:
@@ -164,6 +213,16 @@ def main() -> int:
         # The wall clock on a shared machine is mostly waiting for a core: CPU and load say how much.
         used = ", ".join(f"{name} {statistics.median(v):.1f} s" for name, v in cpu.items())
         print(f"CPU (user+sys) of each client process, Postgres's backend not included: {used}")
+        served = ", ".join(f"{name} {statistics.median(v):.1f} s" for name, v in backend.items())
+        print(f"CPU of its Postgres backends (from /proc, sampled every 20 ms): {served}")
+        totals = {name: [c + b for c, b in zip(cpu[name], backend[name], strict=True)] for name in cpu}
+        floor_cpu = statistics.median(totals["floor"])
+        for name in ("import", "re-import"):
+            ratios = ", ".join(f"{t / f:.2f}x" for t, f in zip(totals[name], totals["floor"], strict=True))
+            print(
+                f"{name}: client + backend CPU {statistics.median(totals[name]):.1f} s against the floor's "
+                f"{floor_cpu:.1f} s; each run against its own floor: {ratios} (goal <= {GOAL_RATIO:.0f}x)"
+            )
         print(f"load average (1 min): {load_before:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
     return 0
 
