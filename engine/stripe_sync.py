@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from engine import stripe_map as to
@@ -185,7 +186,7 @@ def _invoices(v1: Any, after: int | None, changed: Iterable[str]) -> Iterator[di
         seen.add(invoice["id"])
         yield invoice
     for invoice_id in sorted(set(changed) - seen):
-        yield _plain(v1.invoices.retrieve(invoice_id, {"expand": ["payments"]}))
+        yield from _still_there(partial(v1.invoices.retrieve, invoice_id, {"expand": ["payments"]}))
 
 
 def _listed(service: Any, after: int | None, changed: Mapping[str, set[str]], kind: str) -> Iterator[Any]:
@@ -194,7 +195,18 @@ def _listed(service: Any, after: int | None, changed: Mapping[str, set[str]], ki
         seen.add(obj["id"])
         yield obj
     for object_id in sorted(changed.get(kind, set()) - seen):
-        yield _plain(service.retrieve(object_id))
+        yield from _still_there(partial(service.retrieve, object_id))
+
+
+def _still_there(retrieve: Any) -> Iterator[dict[str, Any]]:
+    """An object an event named, unless Stripe no longer has it (a deleted draft): nothing to write."""
+    import stripe
+
+    try:
+        yield _plain(retrieve())
+    except stripe.InvalidRequestError as error:
+        if error.code != "resource_missing":
+            raise
 
 
 def _customers(v1: Any, out: Fetched, invoices: list[dict[str, Any]]) -> dict[str, str]:

@@ -18,11 +18,11 @@ from aiohttp import web
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bot.flows.stripe_webhook import receive
+from bot.flows.stripe_webhook import poll_events, receive
 from bot.server.transport import STRIPE_WEBHOOK_PATH, build_web_app
 from tests.stripe_stand_in import retry_without_waiting
 from tests.stripe_stand_in.server import API_KEY, StripeStandIn
-from tests.test_stripe_sync import _account
+from tests.test_stripe_sync import OCT_1, _account
 
 SECRET = "whsec_billsleuth_test"
 
@@ -92,3 +92,31 @@ async def test_signed_events_update_the_ledger_once_and_bad_ones_change_nothing(
             assert await _counts(db) == (5, 1)
     finally:
         await runner.cleanup()
+
+
+async def test_socket_mode_reads_the_events_api_instead_with_the_same_dedupe(
+    db: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    retry_without_waiting(monkeypatch)
+    monkeypatch.setenv("STRIPE_API_KEY", API_KEY)
+    account = _account()
+    account.add("event", type="invoice.paid", data={"object": {"id": "in_sep"}}, created=OCT_1)
+    account.add("event", type="payout.paid", data={"object": {"id": "po_1"}}, created=OCT_1 + 1)
+    async with StripeStandIn(account) as stand_in:
+        monkeypatch.setenv("BILLSLEUTH_STRIPE_API_BASE", stand_in.url)
+        assert await poll_events(db) == 1  # the billing event; the payout is not the ledger's
+        assert await _counts(db) == (5, 1)
+        assert await poll_events(db) == 0  # claimed: no second sync, no second activity row
+        assert await _counts(db) == (5, 1)
+        # A later event about an object Stripe no longer has (a deleted draft): handled, nothing to write.
+        later = account.add(
+            "event", type="invoice.updated", data={"object": {"id": "in_gone"}}, created=OCT_1 + 2
+        )
+        assert await poll_events(db) == 1
+        assert await _counts(db) == (5, 2)
+        async with db.connect() as conn:
+            claimed = await conn.execute(
+                text("SELECT count(*) FROM slack_events WHERE event_id = :key"),
+                {"key": "stripe:" + later["id"]},
+            )
+            assert claimed.scalar_one() == 1

@@ -20,6 +20,7 @@ from bot.flows.digest import (
 )
 from bot.flows.outbox import DEFAULT_POLL_SECONDS, watch_outbox
 from bot.flows.seals import seal_when_due
+from bot.flows.stripe_webhook import poll_events
 from bot.runtime import BotRuntime
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,8 @@ class Chores:
     digest_check: float | None = DEFAULT_DAILY_CHECK_SECONDS
     # How often to look whether a seal of the activity log is due (None: never).
     seal_check: float | None = DEFAULT_SEAL_CHECK_SECONDS
+    # How often to read Stripe's events API (None: never; Socket Mode, which has no webhook endpoint).
+    stripe_poll: float | None = None
     _loops: list[asyncio.Task[None]] = field(default_factory=list, init=False)
 
     def start(self) -> None:
@@ -70,6 +73,16 @@ class Chores:
             self._run(self._daily_digest(self.digest_check), name="daily findings digest")
         if self.seal_check:
             self._run(self._seals(self.seal_check), name="activity log seals")
+        if self.stripe_poll:
+            self._run(self._stripe_events(self.stripe_poll), name="Stripe events")
+
+    async def _stripe_events(self, every: float) -> None:
+        while True:
+            try:
+                await poll_events(self.runtime.engine)
+            except Exception:
+                log.exception("reading Stripe's events failed; trying again in %ss", every)
+            await asyncio.sleep(every)
 
     async def _seals(self, every: float) -> None:
         # The first look one interval after start: a start that stored a changed policy is sealed then, and

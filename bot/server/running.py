@@ -20,6 +20,7 @@ from bot.access import OPEN_TO_EVERYONE, SET_SUPPORT
 from bot.config import SlackSettings
 from bot.flows.digest import DEFAULT_DAILY_CHECK_SECONDS
 from bot.flows.outbox import DEFAULT_POLL_SECONDS
+from bot.flows.stripe_webhook import POLL_SECONDS as STRIPE_POLL_SECONDS
 from bot.runtime import (
     DEFAULT_MAX_INVESTIGATIONS,
     DEFAULT_PROGRESS_INTERVAL,
@@ -160,7 +161,9 @@ async def run_bot(
     outbox_poll = options.pop("outbox_poll", DEFAULT_POLL_SECONDS)
     async with open_runtime(database_url, slack, **options) as runtime:
         app = build_app(runtime)
-        chores = Chores(runtime, recover, expiry_interval, outbox_poll)
+        # Socket Mode has no webhook endpoint: it reads Stripe's events API instead.
+        stripe_poll = None if mode == "http" else STRIPE_POLL_SECONDS
+        chores = Chores(runtime, recover, expiry_interval, outbox_poll, stripe_poll=stripe_poll)
         async with keep_alive(app.client), stop_on_signals(stop) as stopping:
             await runtime.refuse_bots_on_the_allowlist()
             try:
