@@ -114,6 +114,30 @@ def decoded(raw: bytes) -> Any:
     return json.loads(raw.decode("utf-8"))
 
 
+def _unstorable_text(value: Any, path: str = "") -> Invalid | None:
+    """The first string in the record that Postgres cannot store as text: one holding NUL (\\u0000), or a
+    lone surrogate (\\ud800…\\udfff, half of a pair, which is not a character)."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            return Invalid(path or "line", "holds a NUL character (\\u0000), which cannot be stored as text")
+        lone = next((c for c in value if "\ud800" <= c <= "\udfff"), None)
+        if lone is not None:
+            return Invalid(path or "line", f"holds a lone surrogate (\\u{ord(lone):04x}), which is not text")
+        return None
+    if isinstance(value, dict):
+        items: Iterable[tuple[str, Any]] = (
+            (f"{path}.{key}" if path else str(key), item) for key, item in value.items()
+        )
+    elif isinstance(value, list):
+        items = ((f"{path}[{index}]", item) for index, item in enumerate(value))
+    else:
+        return None
+    for where, item in items:
+        if (found := _unstorable_text(item, where)) is not None:
+            return found
+    return None
+
+
 def decoded_lines(
     files: list[InputFile], digests: list[Any], whole: Any, progress: Progress | None = None
 ) -> Iterator[Line]:
@@ -137,7 +161,10 @@ def decoded_lines(
                     continue
                 empty = False
                 try:
-                    yield file_no, number, decoded(raw), None
+                    record = decoded(raw)
+                    # Only a \u escape can put NUL or a lone surrogate into a decoded line.
+                    unstorable = _unstorable_text(record) if b"\\u" in raw else None
+                    yield file_no, number, record, unstorable
                 except UnicodeDecodeError:
                     yield file_no, number, None, Invalid("line", "is not UTF-8")
                 except json.JSONDecodeError as error:

@@ -183,6 +183,16 @@ def _set(line: int, **changes: Any) -> Callable[[list[Any]], list[Any]]:
     return edit
 
 
+def _escaped(line: int, field: str, escapes: str) -> Callable[[list[Any]], list[Any]]:
+    """Write `escapes` (JSON string escapes, as they stand in the file) into a text field of this line."""
+
+    def edit(lines: list[Any]) -> list[Any]:
+        raw = json.dumps(dict(lines[line - 1], **{field: "@@"})).replace('"@@"', f'"Zed{escapes}Corp"')
+        return [*lines[: line - 1], raw, *lines[line:]]
+
+    return edit
+
+
 def _replace(line: int, raw: Any) -> Callable[[list[Any]], list[Any]]:
     return lambda lines: [*lines[: line - 1], raw, *lines[line:]]
 
@@ -229,6 +239,8 @@ BAD = [
     ("unknown record type", _set(42, type="charge"), 42, "type: 'charge' is not a record type (plan, "),
     ("record type not text", _set(42, type=["payment"]), 42, "type: a list is not a record type (plan, "),
     ("missing field", _set(8, name=None), 8, "name: missing"),
+    ("a NUL character in text", _escaped(8, "name", "\\u0000"), 8, "name: holds a NUL character (\\u0000)"),
+    ("a lone surrogate in text", _escaped(8, "name", "\\ud800"), 8, "name: holds a lone surrogate (\\ud800)"),
     ("unknown field", _set(8, vat_id="DE123"), 8, "vat_id: is not a field of a customer record"),
     ("money as a JSON number", _set(42, amount=50.47), 42, "amount: 50.47 is a JSON number; write an amount"),
     ("money not a number", _set(42, amount="fifty"), 42, "amount: 'fifty' is not an amount"),
