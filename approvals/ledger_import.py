@@ -11,14 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import func, insert, select, text
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from approvals import activity
+from approvals import activity, outbox
 from approvals.limits import OwedUnknown, lock_invoice, owed_on_invoice
 from approvals.models import OPEN_NOTES, NoteStatus
 from engine import locks
-from engine import schema as t
 from engine.db import driver_connection
 from engine.ledger_checks import MAX_ERRORS
 from engine.ledger_load import InputFile, LoadResult, Progress, load
@@ -118,14 +117,7 @@ async def record_notes(conn: AsyncConnection, notes: list[dict[str, Any]], actor
             conn, activity.USER, actor, CHANGED_UNDER_NOTE, "credit_note", note["credit_note_id"], details
         )
         if note["status"] != NoteStatus.ISSUED and note["case_id"]:
-            change = {
-                "entity_type": "credit_note",
-                "entity_id": note["credit_note_id"],
-                "case_id": note["case_id"],
-            }
-            await conn.execute(insert(t.outbox).values(**change, change=LEDGER_CHANGED))
-            # As the outbox triggers do: the bot hears it when this commits.
-            await conn.execute(select(func.pg_notify("billsleuth_outbox", note["case_id"])))
+            await outbox.card_changed(conn, note["credit_note_id"], note["case_id"], LEDGER_CHANGED)
 
 
 _LAST_CHANGE = text(

@@ -29,6 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from approvals import activity
 from approvals.config import MODEL_BUDGET, POLICY_VARIABLES, ApprovalSettings, SettingsError
 from approvals.models import Rule
+from approvals.outbox import OUTBOX_CHANNEL
 from approvals.policy_changes import (
     APPLIED,
     APPROVED,
@@ -52,7 +53,6 @@ POLICY_PROPOSED = "policy.proposed"
 POLICY_REJECTED = "policy.rejected"
 POLICY_SUPERSEDED = "policy.superseded"
 POLICY_REFUSED = "policy.refused"
-OUTBOX_CHANNEL = "billsleuth_outbox"  # the bot's outbox listens here (bot/store.py): changes go out at once
 
 # Why a policy change was proposed, as its row and activity say.
 BOT_START = "bot start"

@@ -26,9 +26,10 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Row, func, insert, select, update
+from sqlalchemy import Row, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from approvals import outbox
 from approvals.models import IssueRefused, NoteStatus, Rule
 from engine import schema as t
 from engine.money import fmt_amount, minor_unit
@@ -133,12 +134,8 @@ async def record_error(engine: AsyncEngine, credit_note_id: str, message: str) -
                 .returning(notes.case_id)
             )
         ).scalar_one_or_none()
-        if case_id is None:
-            return
-        change = {"entity_type": "credit_note", "entity_id": credit_note_id, "case_id": case_id}
-        await conn.execute(insert(t.outbox).values(**change, change=STRIPE_FAILED))
-        # As the outbox triggers do: the bot hears it when this commits.
-        await conn.execute(select(func.pg_notify("billsleuth_outbox", case_id)))
+        if case_id is not None:
+            await outbox.card_changed(conn, credit_note_id, case_id, STRIPE_FAILED)
 
 
 async def _check_stripe_invoice(conn: AsyncConnection, note: Row[Any]) -> None:

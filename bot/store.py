@@ -300,8 +300,6 @@ async def maybe_behind(engine: AsyncEngine) -> list[tuple[str, str | None]]:
 
 # ---- the outbox: changes Slack has yet to show (written by triggers, migration 0006) --------------------
 
-OUTBOX_CHANNEL = "billsleuth_outbox"  # what the triggers NOTIFY on
-
 
 @dataclass(frozen=True)
 class Change:

@@ -39,6 +39,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from agent.model.costs import BUDGET, MILLION, SpendSettings, Usage, usd
 from approvals import activity, policy_changes, policy_store
 from approvals.models import Rule
+from approvals.outbox import OUTBOX_CHANNEL
 from engine import schema
 
 log = logging.getLogger(__name__)
@@ -53,7 +54,6 @@ ENTITY = "model_budget"
 # A reservation no call has touched for this long belongs to a process that died mid-run (a run ends within
 # BILLSLEUTH_CASE_TIMEOUT, two minutes by default): it no longer holds the budget back.
 ABANDONED_AFTER = timedelta(hours=1)
-OUTBOX_CHANNEL = "billsleuth_outbox"  # the bot's outbox listens here (bot/store.py): incidents go out at once
 
 
 def month_of(at: datetime | None = None) -> str:

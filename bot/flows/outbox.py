@@ -22,6 +22,7 @@ import psycopg
 from agent.cases.opening import OPENED_FROM_CLI
 from agent.graph.state import UNFINISHED
 from approvals.ledger_import import LEDGER_CHANGED
+from approvals.outbox import OUTBOX_CHANNEL
 from approvals.stripe_issuing import STRIPE_FAILED
 from bot import store
 from bot.flows.approver_notices import remind_approvers, tell_approvers
@@ -137,7 +138,7 @@ async def watch_outbox(
     while True:
         try:
             async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as listener:
-                await listener.execute(f"LISTEN {store.OUTBOX_CHANNEL}")
+                await listener.execute(f"LISTEN {OUTBOX_CHANNEL}")
                 while True:
                     await _deliver_logged(runtime)  # first: whatever piled up while nobody listened
                     if await _notified(listener, poll):
