@@ -62,9 +62,14 @@ def _vote(row: Row[Any]) -> Vote:
     return Vote(row.approver, row.decision, row.comment, row.args_hash, row.decided_at, row.source)
 
 
-def to_view(note: Row[Any], votes: Sequence[Vote]) -> CreditNoteView:
+def ballot(votes: Sequence[Vote]) -> tuple[tuple[str, ...], Vote | None]:
+    """What a note's votes make of it: who approved, in vote order, and its reject vote, if any."""
     approvers = tuple(v.approver for v in votes if v.decision == Decision.APPROVE)
-    rejection = next((v for v in votes if v.decision == Decision.REJECT), None)
+    return approvers, next((v for v in votes if v.decision == Decision.REJECT), None)
+
+
+def to_view(note: Row[Any], votes: Sequence[Vote]) -> CreditNoteView:
+    approvers, rejection = ballot(votes)
     return CreditNoteView(
         id=note.id,
         invoice_id=note.invoice_id,

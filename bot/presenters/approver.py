@@ -28,7 +28,7 @@ from agent.model.costs import case_model_cost
 from approvals import queries
 from approvals.holds import held_by_daily_limit
 from approvals.ledger_import import ledger_change
-from approvals.models import OPEN_NOTES, Decision, NoteStatus, Vote
+from approvals.models import OPEN_NOTES, NoteStatus, Vote
 from approvals.models import CreditNoteView as Note
 from bot import store
 from bot.cards import credit_note_card
@@ -178,9 +178,8 @@ def _nothing_since(as_left: Note, votes: Sequence[Vote], drawn: str | None) -> b
     drawn state cannot tell that it came later: an approved note is always read."""
     if as_left.status == NoteStatus.APPROVED:
         return False
-    approvers = tuple(vote.approver for vote in votes if vote.decision == Decision.APPROVE)
-    rejected_by = next((vote.approver for vote in votes if vote.decision == Decision.REJECT), None)
-    if (approvers, rejected_by) != (as_left.approvers, as_left.rejected_by):
+    approvers, rejection = queries.ballot(votes)
+    if (approvers, rejection.approver if rejection else None) != (as_left.approvers, as_left.rejected_by):
         return False
     shown = store.drawn_note(drawn)
     return shown is None or shown[0] != as_left.id or shown[1] <= as_left.revision
