@@ -12,8 +12,10 @@ the events API and writes it through `ledger import`'s loader; other events are 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.store import claim, claimed_while, is_claimed
@@ -72,10 +74,6 @@ async def poll_events(engine: AsyncEngine) -> int:
     """Socket Mode's webhook: the billing events Stripe recorded since the last sync that no webhook or
     earlier poll handled; when there are any, one sync, then each claimed (a failed sync claims nothing,
     so the next poll tries again). Returns how many it handled; 0 without STRIPE_API_KEY."""
-    import asyncio
-
-    from sqlalchemy import text
-
     from approvals.stripe_ledger import sync_stripe
     from engine.stripe_api import StripeSettings, stripe_client
 
