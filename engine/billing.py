@@ -13,13 +13,17 @@ Rules (from the help centre):
   during a paused (uncharged) period is not prorated: the new configuration applies from the resume.
 - Switching between monthly and yearly is refused: cancel and start a new subscription instead.
 
+A ledger synced from Stripe is judged by Stripe's rules where they differ (engine.profiles): prorations by
+the second between the period's instants. A tax rate marked inclusive (format 2) is already inside the
+prices: its tax line shows the part of the discounted subtotal that is tax and adds nothing to the total.
+
 Each customer's history is computed in a single pass over periods and (sorted) events.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import date, datetime
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from functools import cache, lru_cache
 from zoneinfo import ZoneInfo
@@ -27,6 +31,7 @@ from zoneinfo import ZoneInfo
 from engine.model import BillingError, Coupon, Customer, Invoice, Line, Plan, Subscription, TaxRate
 from engine.money import money, prorate
 from engine.pricebook import COUNTRY_TZ
+from engine.profiles import CLOUDLEDGER, RulesProfile
 
 CONFIG_CHANGES = ("upgrade", "downgrade", "quantity_change")
 
@@ -85,11 +90,21 @@ def apply_discount_and_tax(invoice: Invoice, coupon: Coupon | None, months_in: i
             off = min(money(coupon.value), base)
             label = f"Coupon {coupon.id} (-{money(coupon.value)})"
         invoice.lines.append(Line("discount", label, 1, -off, -off))
-    tax_amount = money((base - invoice.discount) * tax.rate)  # the subtotal is base: a discount is not in it
+    taxed = base - invoice.discount  # the subtotal is base: a discount is not in it
+    # An inclusive rate's tax is the part of the taxed amount that is tax, not an amount on top of it.
+    tax_amount = money(taxed * tax.rate / (1 + tax.rate) if tax.inclusive else taxed * tax.rate)
     for line in invoice.lines:
         line.tax_code = tax.code
     invoice.lines.append(
-        Line("tax", _tax_label(tax.code, tax.rate), 1, tax_amount, tax_amount, tax_code=tax.code)
+        Line(
+            "tax",
+            _tax_label(tax.code, tax.rate),
+            1,
+            tax_amount,
+            tax_amount,
+            tax_code=tax.code,
+            inclusive=tax.inclusive,
+        )
     )
 
 
@@ -122,21 +137,45 @@ def _quantity(value: object) -> int:
     return quantity
 
 
+Instants = tuple[datetime, datetime, datetime]  # a change's instant and its period's start and end
+
+
 def proration_lines(
-    old: tuple[Plan, int], new: tuple[Plan, int], changed_on: date, period: tuple[date, date]
+    old: tuple[Plan, int],
+    new: tuple[Plan, int],
+    changed_on: date,
+    period: tuple[date, date],
+    at: Instants | None = None,
 ) -> list[Line]:
-    """Credit the old configuration's unused days, charge the new one's remaining days (by the day)."""
+    """Credit the old configuration's unused time, charge the new one's remaining time: by the day from
+    the local date, or, given the instants (`at`: Stripe's rules), by the second."""
     (old_plan, old_qty), (new_plan, new_qty) = old, new
     start, end = period
-    remaining, days = (end - changed_on).days, (end - start).days
-    credit = prorate(money(old_plan.unit_price * old_qty), remaining, days)
-    charge = prorate(money(new_plan.unit_price * new_qty), remaining, days)
+    if at is None:
+        remaining, whole = (end - changed_on).days, (end - start).days
+    else:
+        changed, start_at, end_at = at
+        remaining, whole = _seconds(changed, end_at), _seconds(start_at, end_at)
+    credit = prorate(money(old_plan.unit_price * old_qty), remaining, whole)
+    charge = prorate(money(new_plan.unit_price * new_qty), remaining, whole)
     span = f"({changed_on.isoformat()} to {end.isoformat()})"
     old_label, new_label = plan_label(old_plan, old_qty), plan_label(new_plan, new_qty)
     return [
         Line("proration", f"Unused time on {old_label} {span}", old_qty, -credit, -credit, changed_on, end),
         Line("proration", f"Remaining time on {new_label} {span}", new_qty, charge, charge, changed_on, end),
     ]
+
+
+def _seconds(start: datetime, end: datetime) -> int:
+    """Whole seconds from start to end, on the absolute time line (aware datetimes of one zone subtract as
+    wall-clock times, which is off by an hour across a daylight-saving change)."""
+    return int((end.astimezone(UTC) - start.astimezone(UTC)).total_seconds())
+
+
+def boundary_at(anchor: datetime, start_date: date, day: date) -> datetime:
+    """The instant a period boundary falls on under Stripe's rules: the subscription's anchor instant
+    moved to that period's start date, at the anchor's time of day in UTC (Stripe counts in UTC)."""
+    return anchor.astimezone(UTC) + timedelta(days=(day - start_date).days)
 
 
 def build_invoices(
@@ -146,6 +185,7 @@ def build_invoices(
     coupon: Coupon | None,
     rates: Iterable[TaxRate],
     until: date,
+    profile: RulesProfile = CLOUDLEDGER,
 ) -> list[Invoice]:
     """Every invoice the rules produce for periods starting on or before `until`, in one pass."""
     # The region's rates only, in the given order: rate_on picks the same one, a period at a time.
@@ -212,7 +252,12 @@ def build_invoices(
                     )
                 if charged:
                     period = (period_start, period_end)
-                    carried += proration_lines((plan, qty), (new_plan, new_qty), day, period)
+                    at = None
+                    if profile.prorate_by == "second":
+                        anchor = creates[0].effective_at
+                        start_at, end_at = (boundary_at(anchor, sub.start_date, d) for d in period)
+                        at = (ev.effective_at, start_at, end_at)
+                    carried += proration_lines((plan, qty), (new_plan, new_qty), day, period, at)
                 plan, qty = new_plan, new_qty
             elif ev.type == "cancel":
                 cancel_end = period_end

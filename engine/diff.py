@@ -14,6 +14,7 @@ from decimal import Decimal
 from engine.billing import build_invoices
 from engine.model import CustomerLedger, Invoice, Line, PriceBook
 from engine.money import ZERO, money, total
+from engine.profiles import profile_for
 
 
 @dataclass(frozen=True)
@@ -44,10 +45,15 @@ class InvoiceCheck:
     credited_total: Decimal  # issued credit notes on this invoice
     line_diffs: list[LineDiff] = field(default_factory=list)
     expected: Invoice | None = None
+    # What the bill's lines differ from the rules' by no more than the profile's rounding, summed: billed
+    # as the rules say, so due (engine.profiles; always zero under CloudLedger's published rounding).
+    rounding: Decimal = ZERO
 
     @property
     def should_pay(self) -> Decimal:
-        return self.expected_total if self.should_exist and self.expected_total is not None else ZERO
+        if not self.should_exist or self.expected_total is None:
+            return ZERO
+        return money(self.expected_total + self.rounding)
 
     @property
     def billing_difference(self) -> Decimal:
@@ -72,7 +78,8 @@ def _key(line: Line) -> tuple[str, int]:
 
 
 def diff_lines(billed: list[Line], expected: list[Line]) -> list[LineDiff]:
-    """Pair lines by kind (and proration direction) in billed order; report the ones that differ."""
+    """Pair lines by kind (and proration direction) in billed order; report the ones that differ (in
+    amount, or a line on one side only: a line's text may be the billing system's own)."""
     by_key_billed: dict[tuple[str, int], list[Line]] = defaultdict(list)
     by_key_expected: dict[tuple[str, int], list[Line]] = defaultdict(list)
     for line in billed:
@@ -100,6 +107,20 @@ def diff_lines(billed: list[Line], expected: list[Line]) -> list[LineDiff]:
     ]
 
 
+def split_rounding(diffs: list[LineDiff], rounding: Decimal) -> tuple[list[LineDiff], Decimal]:
+    """The differences beyond rounding, and the sum of those within it (a line on both sides that is off
+    by at most `rounding`)."""
+    beyond: list[LineDiff] = []
+    within = ZERO
+    for d in diffs:
+        on_both = d.billed_description is not None and d.expected_description is not None
+        if on_both and abs(d.difference) <= rounding:
+            within += d.difference
+        else:
+            beyond.append(d)
+    return beyond, money(within)
+
+
 def ledger_as_of(ledger: CustomerLedger) -> date:
     """Judge periods up to the latest invoice issued (periods not billed yet are not findings)."""
     return max((inv.issued_at for inv in ledger.invoices), default=date.today())
@@ -110,7 +131,17 @@ def expected_invoices(ledger: CustomerLedger, book: PriceBook, as_of: date) -> l
     out: list[Invoice] = []
     for sub in ledger.subscriptions:
         coupon = book.coupons.get(sub.coupon_id) if sub.coupon_id else None
-        out.extend(build_invoices(ledger.customer, sub, book.plans, coupon, book.tax_rates, until=as_of))
+        out.extend(
+            build_invoices(
+                ledger.customer,
+                sub,
+                book.plans,
+                coupon,
+                book.tax_rates,
+                until=as_of,
+                profile=profile_for(ledger.customer.source),
+            )
+        )
     return out
 
 
@@ -149,6 +180,7 @@ def check_ledger(ledger: CustomerLedger, book: PriceBook, as_of: date) -> list[I
         if note.status == "issued":
             credited[note.invoice_id].append(note.amount)
 
+    rounding = profile_for(ledger.customer.source).rounding(ledger.customer.currency)
     checks: list[InvoiceCheck] = []
     for invoice in ledger.invoices:
         # A one-off invoice (no subscription) bills nothing the rules produce: they have no say on it.
@@ -158,6 +190,9 @@ def check_ledger(ledger: CustomerLedger, book: PriceBook, as_of: date) -> list[I
         want = expected_by_slot.get(slot)
         # Two invoices for one period: the first billed is real, any later one is the extra copy.
         should_exist = want is not None and real[slot] == invoice.id
+        diffs, rounded = split_rounding(
+            diff_lines(invoice.lines, want.lines if want and should_exist else []), rounding
+        )
         checks.append(
             InvoiceCheck(
                 invoice_id=invoice.id,
@@ -172,8 +207,9 @@ def check_ledger(ledger: CustomerLedger, book: PriceBook, as_of: date) -> list[I
                 paid_total=total(paid[invoice.id]),
                 successful_payments=len(paid[invoice.id]),
                 credited_total=total(credited[invoice.id]),
-                line_diffs=diff_lines(invoice.lines, want.lines if want and should_exist else []),
+                line_diffs=diffs,
                 expected=want if should_exist else None,
+                rounding=rounded,
             )
         )
     return checks

@@ -53,7 +53,7 @@ REFUNDED = (
 # parameter is known when the statement is planned (no prepared statements), so NULL IS NULL folds away.
 _OF = "(%(ids)s::text[] IS NULL OR {col} = ANY(%(ids)s::text[]))"
 LEDGER_STATEMENTS: tuple[str, ...] = (
-    "SELECT id, name, country, currency, tax_region FROM customers WHERE "
+    "SELECT id, name, country, currency, tax_region, source FROM customers WHERE "
     + _OF.format(col="id")
     + " ORDER BY id",
     "SELECT e.subscription_id, e.id, e.type, e.effective_at, e.payload FROM subscription_events e "

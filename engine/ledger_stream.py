@@ -41,7 +41,7 @@ FETCH_ROWS = 5_000  # rows a server-side cursor hands over per round trip
 # orders its rows by customer id first. benchmarks/audit_sweep.py reads exactly these rows for its floor.
 _IN_RANGE = "(%(lo)s::text IS NULL OR {col} >= %(lo)s) AND (%(hi)s::text IS NULL OR {col} <= %(hi)s)"
 SCREEN_QUERIES: dict[str, str] = {
-    "customers": "SELECT id, name, country, currency, tax_region FROM customers WHERE "
+    "customers": "SELECT id, name, country, currency, tax_region, source FROM customers WHERE "
     + _IN_RANGE.format(col="id")
     + " ORDER BY id",
     "subscriptions": "SELECT customer_id, id, start_date, billing_anchor_day, coupon_id FROM subscriptions "

@@ -34,6 +34,7 @@ class Customer:
     country: str  # CN / SG / DE / US: also decides the time zone
     currency: str
     tax_region: str
+    source: str | None = None  # the ledger file's `source` (engine.profiles picks the rules by it)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from engine.billing import months_between, tax_percent
 from engine.diff import InvoiceCheck, check_ledger, expected_invoices, first_of_period
 from engine.model import CustomerLedger, Invoice, Line, PriceBook
 from engine.money import ZERO, fmt, money
+from engine.profiles import profile_for
 
 __all__ = [
     "BENIGN_VARIANTS",
@@ -207,6 +208,9 @@ def has_overpaid_invoice(ledger: CustomerLedger, book: PriceBook, as_of: date) -
     """
     rules = {(inv.subscription_id, inv.period_start): inv for inv in expected_invoices(ledger, book, as_of)}
     real = first_of_period(ledger.invoices)
+    # Lines within the profile's rounding are due as billed, so a bill may be due a little more or less
+    # than the rules' total: screen generously (the whole audit drops what is rounding).
+    rounding = profile_for(ledger.customer.source).rounding(ledger.customer.currency)
     paid: dict[str, Decimal] = defaultdict(Decimal)
     for payment in ledger.payments:
         if payment.status == "succeeded":
@@ -221,7 +225,8 @@ def has_overpaid_invoice(ledger: CustomerLedger, book: PriceBook, as_of: date) -
             continue  # (a one-off invoice is not the rules' to judge: engine.diff.check_ledger)
         should_exist = want is not None and real[slot] == invoice.id
         due = max(want.total, ZERO) if should_exist and want is not None else ZERO
-        if money(paid[invoice.id]) > due:
+        leeway = rounding * len(want.lines) if should_exist and want is not None else ZERO
+        if money(paid[invoice.id]) > due - leeway:
             return True
     return False
 

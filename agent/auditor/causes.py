@@ -191,9 +191,7 @@ class Reprorated:
 
 def _reprorate(ctx: Context, bug: Reprorate) -> list[Reprorated]:
     return [
-        Reprorated(
-            change, period, proration_lines(change.old, change.new, change.day, period), bug(change, period)
-        )
+        Reprorated(change, period, ctx.prorations(change, period), bug(change, period))
         for change, period in ctx.settled_changes
     ]
 
@@ -219,11 +217,12 @@ def proration_wrong_days(ctx: Context) -> Diagnosis | None:
     for r in replayed:
         (start, end), day = r.period, r.change.day
         days, remaining = (end - start).days, (end - day).days
+        share = ctx.proration_share(r.change, r.period)
         evidence.append(f"the change on {day} falls in the period {start} to {end}, which has {days} days")
         for rule, wrong, full in zip(r.rules, r.bug, r.change.full_amounts, strict=True):
             evidence.append(
                 f"proration line '{rule.description}' billed {fmt(wrong.amount)} = {fmt(full)} × "
-                f"{remaining}/30; the rules say {fmt(rule.amount)} = {fmt(full)} × {remaining}/{days}"
+                f"{remaining}/30; the rules say {fmt(rule.amount)} = {fmt(full)} × {share}"
             )
     rebilled = _rebill_prorations(ctx, rules, bugged)
     return Diagnosis("proration_wrong_days", evidence, ctx.reproduces(rebilled))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from datetime import UTC, date
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from functools import cached_property
 
@@ -16,14 +16,17 @@ from engine.billing import (
     CONFIG_CHANGES,
     add_months,
     apply_discount_and_tax,
+    boundary_at,
     local_date,
     months_between,
+    proration_lines,
     rate_on,
     tax_percent,
 )
 from engine.diff import InvoiceCheck
 from engine.model import Coupon, CustomerLedger, Event, Invoice, Line, Plan, PriceBook, Subscription, TaxRate
 from engine.money import ZERO, fmt, money
+from engine.profiles import RulesProfile, profile_for
 
 CHARGE_KINDS = ("recurring", "proration", "adjustment")
 Period = tuple[date, date]
@@ -106,6 +109,11 @@ class Context:
             return check.expected
         return None
 
+    @cached_property
+    def profile(self) -> RulesProfile:
+        """The rules this ledger is judged by (its source's: engine.profiles)."""
+        return profile_for(self.ledger.customer.source)
+
     @property
     def customer_region(self) -> str:
         return self.ledger.customer.tax_region
@@ -177,7 +185,32 @@ class Context:
         return invoice
 
     def reproduces(self, invoice: Invoice) -> bool:
-        return invoice.total == self.billed.total
+        """Whether a re-bill gives the billed total: to the cent, or within the profile's rounding of
+        each billed line where the billing system does not publish its rounding."""
+        leeway = self.profile.rounding(self.billed.currency) * len(self.billed.lines)
+        return abs(invoice.total - self.billed.total) <= leeway
+
+    def prorations(self, change: ConfigChange, period: Period) -> list[Line]:
+        """The proration pair the rules give for a change in a period: by the day, or by the second
+        between the period's instants where the profile says so."""
+        return proration_lines(change.old, change.new, change.day, period, self._instants(change, period))
+
+    def proration_share(self, change: ConfigChange, period: Period) -> str:
+        """How much of the period the rules prorate, as their evidence states it: "12/31" (days) or
+        "1036800/2678400 seconds"."""
+        instants = self._instants(change, period)
+        if instants is None:
+            return f"{(period[1] - change.day).days}/{(period[1] - period[0]).days}"
+        changed, start, end = (moment.timestamp() for moment in instants)
+        return f"{int(end - changed)}/{int(end - start)} seconds"
+
+    def _instants(self, change: ConfigChange, period: Period) -> tuple[datetime, datetime, datetime] | None:
+        sub = self.subscription
+        create = next((e for e in sub.events if e.type == "create"), None) if sub else None
+        if self.profile.prorate_by != "second" or sub is None or create is None:
+            return None
+        start, end = (boundary_at(create.effective_at, sub.start_date, day) for day in period)
+        return change.event.effective_at, start, end
 
 
 # ---------- reading lines ----------
