@@ -110,6 +110,8 @@ def diff_lines(billed: list[Line], expected: list[Line]) -> list[LineDiff]:
 def split_rounding(diffs: list[LineDiff], rounding: Decimal) -> tuple[list[LineDiff], Decimal]:
     """The differences beyond rounding, and the sum of those within it (a line on both sides that is off
     by at most `rounding`)."""
+    if not rounding:
+        return diffs, ZERO
     beyond: list[LineDiff] = []
     within = ZERO
     for d in diffs:
