@@ -12,7 +12,7 @@ from datetime import UTC, date, datetime
 from decimal import Decimal
 
 from engine.billing import build_invoices
-from engine.model import CustomerLedger, Invoice, Line, PriceBook
+from engine.model import CHARGE_KINDS, SUMMED_KINDS, CustomerLedger, Invoice, Line, PriceBook
 from engine.money import ZERO, money, total
 from engine.profiles import profile_for
 
@@ -107,16 +107,31 @@ def diff_lines(billed: list[Line], expected: list[Line]) -> list[LineDiff]:
     ]
 
 
-def split_rounding(diffs: list[LineDiff], rounding: Decimal) -> tuple[list[LineDiff], Decimal]:
+def line_rounding(kind: str, charge_lines: int, rounding: Decimal) -> Decimal:
+    """The most one line may differ from the rules by rounding: `rounding` for a charge line, that many
+    times the charge lines for a discount or tax line, which sums a part of each of them (Stripe rounds
+    each line's discount and tax amount apart; the ledger holds their sum)."""
+    return rounding * max(charge_lines, 1) if kind in SUMMED_KINDS else rounding
+
+
+def most_rounding(lines: list[Line], rounding: Decimal) -> Decimal:
+    """The most a bill of these lines may differ from the rules in all, by rounding."""
+    charges = sum(1 for line in lines if line.kind in CHARGE_KINDS)
+    return sum((line_rounding(line.kind, charges, rounding) for line in lines), ZERO)
+
+
+def split_rounding(
+    diffs: list[LineDiff], rounding: Decimal, charge_lines: int
+) -> tuple[list[LineDiff], Decimal]:
     """The differences beyond rounding, and the sum of those within it (a line on both sides that is off
-    by at most `rounding`)."""
+    by no more than line_rounding allows)."""
     if not rounding:
         return diffs, ZERO
     beyond: list[LineDiff] = []
     within = ZERO
     for d in diffs:
         on_both = d.billed_description is not None and d.expected_description is not None
-        if on_both and abs(d.difference) <= rounding:
+        if on_both and abs(d.difference) <= line_rounding(d.kind, charge_lines, rounding):
             within += d.difference
         else:
             beyond.append(d)
@@ -192,8 +207,9 @@ def check_ledger(ledger: CustomerLedger, book: PriceBook, as_of: date) -> list[I
         want = expected_by_slot.get(slot)
         # Two invoices for one period: the first billed is real, any later one is the extra copy.
         should_exist = want is not None and real[slot] == invoice.id
+        charge_lines = sum(1 for line in invoice.lines if line.kind in CHARGE_KINDS)
         diffs, rounded = split_rounding(
-            diff_lines(invoice.lines, want.lines if want and should_exist else []), rounding
+            diff_lines(invoice.lines, want.lines if want and should_exist else []), rounding, charge_lines
         )
         checks.append(
             InvoiceCheck(

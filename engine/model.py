@@ -11,6 +11,10 @@ from engine.money import ZERO, money
 
 Interval = Literal["month", "year"]
 LineKind = Literal["recurring", "proration", "discount", "tax", "adjustment"]
+# The lines that charge (what a discount and a tax are taken from), and those that each sum a part of
+# every charge line (a billing system may round each part apart).
+CHARGE_KINDS: tuple[str, ...] = ("recurring", "proration", "adjustment")
+SUMMED_KINDS: tuple[str, ...] = ("discount", "tax")
 EventType = Literal["create", "upgrade", "downgrade", "quantity_change", "cancel", "pause", "resume"]
 EVENT_TYPES: tuple[str, ...] = (
     "create",
@@ -122,7 +126,7 @@ class Invoice:
 
     @property
     def subtotal(self) -> Decimal:
-        return self._sum("recurring", "proration", "adjustment")
+        return self._sum(*CHARGE_KINDS)
 
     @property
     def discount(self) -> Decimal:

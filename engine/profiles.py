@@ -6,7 +6,8 @@ The reference rules (engine.billing) are CloudLedger's help centre. A ledger syn
   (period end − change) / (period end − period start) of a whole period, counted in seconds, where
   CloudLedger counts days from the customer's local date;
 - Stripe does not publish its exact rounding (per line, per tax amount, of a proration's fraction), so a
-  line that differs from the rules by at most one minor unit is rounding, never an overcharge.
+  line that differs from the rules by at most one minor unit is rounding, never an overcharge (a discount
+  or tax line, which sums a part of each charge line, one minor unit per charge line: engine.diff).
 Both honour coupons' durations (once, repeating for N months, forever), percent-off and amount-off, and
 exclusive and inclusive tax rates: those are the format's, not a profile's.
 """

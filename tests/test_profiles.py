@@ -155,3 +155,17 @@ def test_an_inclusive_rate_is_inside_the_prices() -> None:
         D("6.23"),
     )
     assert audit_customer(paid_ledger(customer, sub, [first]), book, AS_OF) == []
+
+
+def test_a_tax_line_summing_several_lines_may_round_a_minor_unit_for_each() -> None:
+    """Stripe rounds each line's tax apart and the ledger holds their sum: April's tax covers its
+    recurring line and two prorations, so up to 0.03 is rounding and 0.04 is not."""
+    sub = upgraded()
+    for off, overcharge in ((D("0.03"), None), (D("0.04"), D("0.04"))):
+        invoices = billed(STRIPE_CUSTOMER, sub)
+        april = invoices[1]
+        assert sum(1 for line in april.lines if line.kind in ("recurring", "proration")) == 3
+        _nudged(april, "tax", off)
+        findings = audit_customer(paid_ledger(STRIPE_CUSTOMER, sub, invoices), BOOK, AS_OF)
+        expected = [] if overcharge is None else [(april.id, overcharge)]
+        assert [(f.invoice_id, f.overcharge) for f in findings] == expected

@@ -19,7 +19,7 @@ from agent.auditor.causes import ROOT_CAUSES, diagnose
 from agent.auditor.context import Context, lines_of, plural, quote
 from agent.cases.intake import Asked
 from engine.billing import months_between, tax_percent
-from engine.diff import InvoiceCheck, check_ledger, expected_invoices, first_of_period
+from engine.diff import InvoiceCheck, check_ledger, expected_invoices, first_of_period, most_rounding
 from engine.model import CustomerLedger, Invoice, Line, PriceBook
 from engine.money import ZERO, fmt, money
 from engine.profiles import profile_for
@@ -225,7 +225,7 @@ def has_overpaid_invoice(ledger: CustomerLedger, book: PriceBook, as_of: date) -
             continue  # (a one-off invoice is not the rules' to judge: engine.diff.check_ledger)
         should_exist = want is not None and real[slot] == invoice.id
         due = max(want.total, ZERO) if should_exist and want is not None else ZERO
-        leeway = rounding * len(want.lines) if should_exist and want is not None else ZERO
+        leeway = most_rounding(want.lines, rounding) if should_exist and want is not None else ZERO
         if money(paid[invoice.id]) > due - leeway:
             return True
     return False

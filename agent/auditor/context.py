@@ -23,12 +23,22 @@ from engine.billing import (
     rate_on,
     tax_percent,
 )
-from engine.diff import InvoiceCheck
-from engine.model import Coupon, CustomerLedger, Event, Invoice, Line, Plan, PriceBook, Subscription, TaxRate
+from engine.diff import InvoiceCheck, most_rounding
+from engine.model import (
+    CHARGE_KINDS,
+    Coupon,
+    CustomerLedger,
+    Event,
+    Invoice,
+    Line,
+    Plan,
+    PriceBook,
+    Subscription,
+    TaxRate,
+)
 from engine.money import ZERO, fmt, money
 from engine.profiles import RulesProfile, profile_for
 
-CHARGE_KINDS = ("recurring", "proration", "adjustment")
 Period = tuple[date, date]
 
 
@@ -187,7 +197,7 @@ class Context:
     def reproduces(self, invoice: Invoice) -> bool:
         """Whether a re-bill gives the billed total: to the cent, or within the profile's rounding of
         each billed line where the billing system does not publish its rounding."""
-        leeway = self.profile.rounding(self.billed.currency) * len(self.billed.lines)
+        leeway = most_rounding(self.billed.lines, self.profile.rounding(self.billed.currency))
         return abs(invoice.total - self.billed.total) <= leeway
 
     def prorations(self, change: ConfigChange, period: Period) -> list[Line]:
