@@ -196,9 +196,18 @@ def subscription(s: Obj, country: str, plans: set[str]) -> list[Record] | None:
     return [record, *events]
 
 
+# How late a discount may begin and still have begun with its subscription (Stripe stamps one added at
+# creation with the creation's second, a few seconds after the subscription's own `created` at most).
+WITH_THE_SUBSCRIPTION = 3600
+
+
 def _subscription_coupon(s: Obj) -> str | None:
+    """The coupon of a discount that began with the subscription. The rules count a coupon's duration
+    from the subscription's start, so one applied later is not held: held, it would make the invoices
+    before it look short of a discount, a false `coupon_not_applied` overcharge."""
+    began = max(s.get("created") or 0, s.get("start_date") or 0) + WITH_THE_SUBSCRIPTION
     for discount in s.get("discounts") or []:
-        if isinstance(discount, Mapping):
+        if isinstance(discount, Mapping) and (discount.get("start") or 0) <= began:
             source = discount.get("source") or {}
             found = ref_id(source.get("coupon")) or ref_id(discount.get("coupon"))
             if found:

@@ -226,7 +226,9 @@ def _customers(v1: Any, out: Fetched, invoices: list[dict[str, Any]]) -> dict[st
 
 def _subscriptions(v1: Any, out: Fetched, countries: Mapping[str, str], plans: set[str]) -> set[str]:
     held = set()
-    for subscription in _all(v1.subscriptions.list({"limit": PAGE, "status": "all"})):
+    # A subscription's discounts are ids unless expanded: the coupon and when it began are in the object.
+    params = {"limit": PAGE, "status": "all", "expand": ["data.discounts"]}
+    for subscription in _all(v1.subscriptions.list(params)):
         country = countries.get(to.ref_id(subscription["customer"]) or "")
         records = to.subscription(subscription, country, plans) if country else None
         if records is None:

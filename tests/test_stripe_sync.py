@@ -316,3 +316,56 @@ def test_a_credit_note_billsleuth_created_counts_once_as_ours() -> None:
     }
     mapped = stripe_map.refund(refund | {"created": SEPT_1}, "CN-0007")
     assert (mapped["payment_id"], mapped["credit_note_id"], mapped["amount"]) == ("pi_1", "CN-0007", "12.00")
+
+
+def _discount(coupon_id: str, start: int) -> dict[str, Any]:
+    discount = {"id": f"di_{coupon_id}_{start}", "object": "discount", "source": {"coupon": coupon_id}}
+    return discount | {"start": start, "end": None}
+
+
+async def test_a_coupon_is_held_when_it_began_with_its_subscription(
+    db: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stripe sends a subscription's discounts as ids unless they are expanded: sync expands them and
+    holds the coupon of one that began with the subscription. One added months later is not held: the
+    rules count a coupon's months from the start, so the invoices before it would look short of it."""
+    account = StripeAccount()
+    monthly = {"interval": "month", "interval_count": 1, "usage_type": "licensed"}
+    start = AUG_1 + 16 * 3600
+    subscription = {"customer": "cus_us", "status": "active", "start_date": start, "created": start}
+    subscription |= {"billing_cycle_anchor": start, "cancel_at": None, "canceled_at": None}
+
+    def items(item_id: str) -> dict[str, Any]:
+        return {"object": "list", "data": [{"id": item_id, "price": {"id": "price_team"}, "quantity": 1}]}
+
+    account.load(
+        {
+            "product": [{"id": "prod_team", "name": "Team"}],
+            "price": [
+                {"id": "price_team", "product": "prod_team", "unit_amount": 3900, "currency": "usd"}
+                | {"recurring": monthly},
+            ],
+            "coupon": [{"id": "co_forever", "percent_off": 10, "duration": "forever", "currency": None}],
+            "customer": [
+                {"id": "cus_us", "name": "Northwind", "currency": "usd", "address": {"country": "US"}},
+            ],
+            "subscription": [
+                subscription
+                | {
+                    "id": "sub_at_start",
+                    "items": items("si_a"),
+                    "discounts": [_discount("co_forever", start + 2)],
+                },
+                subscription
+                | {"id": "sub_later", "items": items("si_b"), "discounts": [_discount("co_forever", OCT_1)]},
+            ],
+        }
+    )
+    async with StripeStandIn(account) as stand_in:
+        monkeypatch.setenv("BILLSLEUTH_STRIPE_API_BASE", stand_in.url)
+        assert (await asyncio.to_thread(_sync))["counts"]["subscription"]["added"] == 2
+        (listed,) = stand_in.calls("subscriptions.list")
+    assert listed.params["expand"] == ["data.discounts"]
+    async with db.connect() as conn:
+        rows = await conn.execute(text("SELECT id, coupon_id FROM subscriptions ORDER BY id"))
+        assert [tuple(row) for row in rows] == [("sub_at_start", "co_forever"), ("sub_later", None)]

@@ -192,11 +192,9 @@ class StripeStandIn:
         resource = COLLECTIONS[collection]
         if verb == "retrieve":
             (object_id,) = path_parameters.values()
-            found = _retrieve(self.account, resource, object_id)
-            return _expanded(found, params, "") if resource == "invoice" else found
+            return _expanded(resource, _retrieve(self.account, resource, object_id), params, "")
         page = _page(self.account.all(resource), params, operation.path, _filters(params))
-        if resource == "invoice":
-            page["data"] = [_expanded(invoice, params, "data.") for invoice in page["data"]]
+        page["data"] = [_expanded(resource, obj, params, "data.") for obj in page["data"]]
         return page
 
 
@@ -218,11 +216,16 @@ def _filters(params: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _expanded(invoice: dict[str, Any], params: dict[str, Any], prefix: str) -> dict[str, Any]:
-    """An invoice's `payments` are included only when asked for (`expand[]=payments`), as Stripe does."""
-    if prefix + "payments" in (params.get("expand") or []):
-        return invoice
-    return {name: value for name, value in invoice.items() if name != "payments"}
+def _expanded(resource: str, obj: dict[str, Any], params: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """An object as Stripe sends it: an invoice's `payments` only when asked for (`expand[]=payments`), a
+    subscription's `discounts` as their ids unless expanded (`expand[]=discounts`)."""
+    expand = params.get("expand") or []
+    if resource == "invoice" and prefix + "payments" not in expand:
+        return {name: value for name, value in obj.items() if name != "payments"}
+    if resource == "subscription" and prefix + "discounts" not in expand:
+        discounts = [d["id"] if isinstance(d, dict) else d for d in obj.get("discounts") or []]
+        return obj | {"discounts": discounts}
+    return obj
 
 
 def _page(
