@@ -10,7 +10,8 @@ local dates, which the billing rules read.
 What is Stripe's and what is ours:
 - a price is a plan (per seat and period); its product names it;
 - a subscription's first item is its plan and seats (what the rules bill); all its items are `items`;
-  it starts with a `create` event and, once Stripe says it ends, a `cancel` event;
+  it starts with a `create` event (the configuration before its first change) and, once Stripe says it
+  ends, a `cancel` event; its plan and seat changes are engine.stripe_history's;
 - an invoice's lines keep their Stripe ids; its discounts and taxes become one discount line and one tax
   line per rate (inclusive ones marked), so its header adds up as Stripe's does;
 - a payment is an invoice payment that was paid, named by its payment intent (else its charge), which is
@@ -141,8 +142,11 @@ def tax_rate(r: Obj) -> Record:
 _STATUS = {"canceled": "canceled", "incomplete_expired": "canceled", "paused": "paused"}
 
 
-def subscription(s: Obj, country: str, plans: set[str]) -> list[Record] | None:
-    """The subscription and its own events; None when its first item's price is not a plan."""
+def subscription(
+    s: Obj, country: str, plans: set[str], initial: tuple[str, int] | None = None
+) -> list[Record] | None:
+    """The subscription and its own events; None when its first item's price is not a plan. initial: the
+    first item's price and quantity before its first change (engine.stripe_history), else the current."""
     items = (s.get("items") or {}).get("data") or []
     if not items or ref_id(items[0]["price"]) not in plans:
         return None
@@ -178,7 +182,10 @@ def subscription(s: Obj, country: str, plans: set[str]) -> list[Record] | None:
             "subscription_id": s["id"],
             "event_type": "create",
             "effective_at": _at(start, country),
-            "payload": {"plan_id": record["plan_id"], "quantity": record["quantity"]},
+            "payload": {
+                "plan_id": initial[0] if initial else record["plan_id"],
+                "quantity": initial[1] if initial else record["quantity"],
+            },
         }
     ]
     ends = s.get("canceled_at") or s.get("cancel_at")

@@ -6,10 +6,14 @@ dropped connections as the SDK does (engine.stripe_api). The price book, custome
 read whole each time (everything else names them, and they are few); invoices (with their payments),
 credit notes and refunds only from where the last sync stopped (`stripe_sync`: the newest `created` seen
 of each), or from `--since` on a first run, plus any older one an event since the last sync says changed
-(an invoice paid or voided, a credit note voided, a refund that failed). What the ledger cannot hold is
+(an invoice paid or voided, a credit note voided, a refund that failed). The same events read carry the
+subscriptions' plan and seat changes going forward (`customer.subscription.updated`), the invoices read
+their past changes (proration lines): engine.stripe_history turns both, with the subscription events the
+ledger already holds, into change events and each create's configuration. What the ledger cannot hold is
 skipped and counted (engine.stripe_map says which and why), and so is whatever names a skipped object.
 
-The mapping is engine.stripe_map (pure); this module only calls Stripe and orders the records.
+The mapping is engine.stripe_map and engine.stripe_history (pure); this module only calls Stripe and
+orders the records.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from datetime import UTC, date, datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from engine import stripe_history as history
 from engine import stripe_map as to
 from engine.interchange import FORMAT_VERSION
 
@@ -82,6 +87,7 @@ class Ledger:
     payments: set[str] = field(default_factory=set)
     credit_notes: set[str] = field(default_factory=set)  # Stripe's and ours
     made_by_note: dict[str, str] = field(default_factory=dict)  # refund id → the credit note that made it
+    subscription_events: dict[str, list[history.Held]] = field(default_factory=dict)  # by subscription
 
 
 def fetch(
@@ -97,15 +103,24 @@ def fetch(
     if since is not None:  # read again from that day (the price book, customers, subscriptions: whole)
         from_day = int(datetime(since.year, since.month, since.day, tzinfo=UTC).timestamp())
         start |= {kind: from_day for kind in ("invoices", "credit_notes", "refunds")}
-    changed = _changed_since(v1, start["events"], out) if start["events"] is not None else {}
+    changed, updates = _changed_since(v1, start["events"], out) if start["events"] is not None else ({}, [])
 
     products = {p["id"]: p.get("name") for p in _all(v1.products.list({"limit": PAGE}))}
-    plans = _mapped(out, "plan", (to.plan(p, products.get(p.get("product"))) for p in _prices(v1)))
+    prices = list(_prices(v1))
+    plans = _mapped(out, "plan", (to.plan(p, products.get(p.get("product"))) for p in prices))
     out.records += [to.coupon(c) for c in _all(v1.coupons.list({"limit": PAGE}))]
     out.records += [to.tax_rate(r) for r in _all(v1.tax_rates.list({"limit": PAGE}))]
     invoices = _newest(out, "invoices", _invoices(v1, start["invoices"], changed.get("invoices", ())))
     countries = _customers(v1, out, invoices)
-    subscriptions = _subscriptions(v1, out, countries, plans)
+    # A subscription's discounts are ids unless expanded: the coupon and when it began are in the object.
+    listed = list(_all(v1.subscriptions.list({"limit": PAGE, "status": "all", "expand": ["data.discounts"]})))
+    holdable = _holdable(listed, countries, plans)
+    unit_amounts = {p["id"]: p["unit_amount"] for p in prices if p["id"] in plans}
+    found = _history(listed, holdable, updates, invoices, ledger, unit_amounts)
+    subscriptions = _subscriptions(listed, out, holdable, plans, found.initial)
+    out.records += found.events
+    if found.skipped:
+        out.skipped["subscription_event"] += found.skipped
     known_invoices = {i: countries.get(c) for i, c in ledger.invoices.items() if c in countries}
     payments = set(ledger.payments)
     for invoice in invoices:
@@ -167,16 +182,24 @@ def _newest(out: Fetched, kind: str, objects: Iterable[dict[str, Any]]) -> list[
     return listed
 
 
-def _changed_since(v1: Any, after: int, out: Fetched) -> dict[str, set[str]]:
-    """The ids of older objects that events since the last sync say changed, by kind."""
+def _changed_since(v1: Any, after: int, out: Fetched) -> tuple[dict[str, set[str]], list[dict[str, Any]]]:
+    """The ids of older objects that events since the last sync say changed, by kind; and the
+    subscriptions' updates since then (their plan and seat changes)."""
     changed: dict[str, set[str]] = {}
-    params = {"limit": PAGE, "types": sorted(CHANGE_EVENTS), **_created(after)}
+    updates = []
+    params = {
+        "limit": PAGE,
+        "types": sorted([*CHANGE_EVENTS, history.SUBSCRIPTION_UPDATED]),
+        **_created(after),
+    }
     for event in _newest(out, "events", _all(v1.events.list(params))):
         kind = CHANGE_EVENTS.get(event["type"])
         obj = (event.get("data") or {}).get("object") or {}
         if kind is not None and obj.get("id"):
             changed.setdefault(kind, set()).add(obj["id"])
-    return changed
+        elif event["type"] == history.SUBSCRIPTION_UPDATED:
+            updates.append(event)
+    return changed, updates
 
 
 def _invoices(v1: Any, after: int | None, changed: Iterable[str]) -> Iterator[dict[str, Any]]:
@@ -224,19 +247,46 @@ def _customers(v1: Any, out: Fetched, invoices: list[dict[str, Any]]) -> dict[st
     return countries
 
 
-def _subscriptions(v1: Any, out: Fetched, countries: Mapping[str, str], plans: set[str]) -> set[str]:
-    held = set()
-    # A subscription's discounts are ids unless expanded: the coupon and when it began are in the object.
-    params = {"limit": PAGE, "status": "all", "expand": ["data.discounts"]}
-    for subscription in _all(v1.subscriptions.list(params)):
+def _holdable(listed: list[dict[str, Any]], countries: Mapping[str, str], plans: set[str]) -> dict[str, str]:
+    """Subscription id → its customer's country, for the subscriptions the ledger can hold."""
+    holdable = {}
+    for subscription in listed:
         country = countries.get(to.ref_id(subscription["customer"]) or "")
-        records = to.subscription(subscription, country, plans) if country else None
-        if records is None:
+        if country and to.subscription(subscription, country, plans) is not None:
+            holdable[subscription["id"]] = country
+    return holdable
+
+
+def _history(
+    listed: list[dict[str, Any]],
+    holdable: Mapping[str, str],
+    updates: list[dict[str, Any]],
+    invoices: list[dict[str, Any]],
+    ledger: Ledger,
+    unit_amounts: Mapping[str, int],
+) -> history.History:
+    """The plan and seat changes the events and the invoices' proration lines name."""
+    items = {s["id"]: [item["id"] for item in (s.get("items") or {}).get("data") or []] for s in listed}
+    changes = [change for event in updates if (change := history.from_event(event)) is not None]
+    billed = (invoice for invoice in invoices if invoice.get("status") != "draft")  # lines may still change
+    changes += [change for invoice in billed for change in history.from_invoice(invoice, items)]
+    return history.history(changes, ledger.subscription_events, holdable, unit_amounts)
+
+
+def _subscriptions(
+    listed: list[dict[str, Any]],
+    out: Fetched,
+    holdable: Mapping[str, str],
+    plans: set[str],
+    initial: Mapping[str, tuple[str, int]],
+) -> set[str]:
+    for subscription in listed:
+        country = holdable.get(subscription["id"])
+        if country is None:
             out.skipped["subscription"] += 1
             continue
-        out.records += records
-        held.add(subscription["id"])
-    return held
+        out.records += to.subscription(subscription, country, plans, initial.get(subscription["id"])) or []
+    return set(holdable)
 
 
 # ---- the cursor and what the ledger holds ----
@@ -258,6 +308,13 @@ async def read_state(conn: psycopg.AsyncConnection[Any]) -> tuple[dict[str, int]
             for r in await rows("SELECT id, credit_note_id FROM refunds WHERE credit_note_id IS NOT NULL")
         },
     )
+    events = (
+        "SELECT subscription_id, id, type, effective_at, payload FROM subscription_events "
+        "WHERE source = %(source)s"
+    )
+    for subscription_id, event_id, event_type, effective_at, payload in await rows(events):
+        held = history.Held(event_id, event_type, int(effective_at.timestamp()), payload)
+        ledger.subscription_events.setdefault(subscription_id, []).append(held)
     return cursor, ledger
 
 

@@ -111,8 +111,10 @@ class StripeAccount:
     def all(self, resource: str) -> list[dict[str, Any]]:
         return list(self.objects.get(resource, {}).values())
 
-    def record_event(self, event_type: str, data_object: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
-        """An event as Stripe records one (listed newest first by /v1/events)."""
+    def record_event(
+        self, event_type: str, data_object: Mapping[str, Any], *, at: int | None = None, **extra: Any
+    ) -> dict[str, Any]:
+        """An event as Stripe records one (listed newest first by /v1/events), created now or `at`."""
         return self.add(
             "event",
             type=event_type,
@@ -120,6 +122,26 @@ class StripeAccount:
             api_version=None,
             pending_webhooks=0,
             request={"id": None, "idempotency_key": None},
+            **({"created": at} if at is not None else {}),
+        )
+
+    def change_subscription(
+        self, subscription_id: str, at: int, *, price: str | None = None, quantity: int | None = None
+    ) -> dict[str, Any]:
+        """The subscription's first item moved to another price and/or quantity at `at`, as
+        `POST /v1/subscriptions/:id` does; returns the `customer.subscription.updated` event Stripe records,
+        whose `data.previous_attributes.items` is the whole items list as it was (Stripe sends an array
+        attribute whole when any element of it changed). Prorations are the test's to add, or not (as with
+        `proration_behavior=none`)."""
+        subscription = self.objects["subscription"][subscription_id]
+        before = copy.deepcopy(subscription["items"])
+        first = subscription["items"]["data"][0]
+        if price is not None:
+            first["price"] = copy.deepcopy(self.get("price", price) or {"id": price})
+        if quantity is not None:
+            first["quantity"] = quantity
+        return self.record_event(
+            "customer.subscription.updated", subscription, at=at, previous_attributes={"items": before}
         )
 
     def _add_invoice(self, fields: Mapping[str, Any]) -> dict[str, Any]:
