@@ -9,6 +9,12 @@ Cases run concurrently (asyncio, a bounded number at a time); the investigation 
 same CaseService the CLI and the bot use, with requester "eval". A scenario whose question names its
 customer instead of numbering it (`customer_named_by`) is opened as `billsleuth case open "" …` opens
 one: the customer is found from the words, and a wrong, ambiguous or missing customer fails the run.
+
+The dataset's own evaluation (no scenario directory given) also scores one Stripe-sourced row per fault
+kind that has a meaning on Stripe, and one whose bill is right (scenarios.stripe_kinds): that account's
+objects are mapped by `stripe sync`'s own code from memory and imported into the scratch copy with source
+"stripe", and their cases run beside the others; they are reported apart (`stripe` in the JSON), so the
+dataset's figures stay what they were.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ from scenarios.eval_metrics import (
 from scenarios.eval_scratch import ScratchServer
 from scenarios.generator import DEFAULT_SCENARIOS_DIR, DEFAULT_SEED
 from scenarios.languages import in_language
+from scenarios.stripe_kinds import StripeScenario, import_account, stripe_dataset
 
 CONCURRENT_CASES = 8
 # How long an interrupted run waits for its cancelled tasks to unwind (psycopg gives a query's
@@ -93,9 +100,13 @@ class EvalReport:
     notes: list[str] = field(default_factory=list)
     # `eval --languages`: per language, one run of every scenario with its complaint said in it.
     by_language: dict[Language, list[Run]] = field(default_factory=dict)
+    # The Stripe-sourced rows (the dataset's own evaluation only), scored apart.
+    stripe_scenarios: list[ScenarioFile] = field(default_factory=list)
+    stripe_runs: list[Run] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        """DESIGN's `eval --json` shape; with --languages, also `languages` (see language_metrics)."""
+        """DESIGN's `eval --json` shape; with --languages, also `languages` (see language_metrics); with the
+        Stripe-sourced rows, also `stripe`: `{n, metrics, by_variant, failures}` over them alone."""
         data = {
             "n": len(self.scenarios),
             "investigator": self.investigator,
@@ -104,6 +115,13 @@ class EvalReport:
             "by_variant": by_variant(self.runs),
             "failures": failures(self.runs),
         }
+        if self.stripe_scenarios:
+            data["stripe"] = {
+                "n": len(self.stripe_scenarios),
+                "metrics": metrics(self.stripe_runs, self.stripe_scenarios, self.k),
+                "by_variant": by_variant(self.stripe_runs),
+                "failures": failures(self.stripe_runs),
+            }
         if self.by_language:
             data["languages"] = {
                 language: language_metrics(language, runs) for language, runs in self.by_language.items()
@@ -366,7 +384,7 @@ def evaluate(
     say = progress or (lambda _message: None)
     started = time.monotonic()
     warm_up_beside()  # the language model loads while the scratch ledger is copied, not in the first case
-    seeded = False
+    seeded, with_stripe = False, scenarios_dir is None
     if scenarios_dir is None:
         if asyncio.run(ledger_customers(source_url)) == 0:
             from scenarios.seed import seed_database
@@ -389,26 +407,58 @@ def evaluate(
 
     with ScratchServer(source_url) as scratch:
         base = scratch.copy_of_source()
+        if with_stripe:
+            report.stripe_scenarios = asyncio.run(stripe_rows(base))
+            report.notes.append(f"{len(report.stripe_scenarios)} Stripe-sourced rows")
+        stripe_ids = {s.id for s in report.stripe_scenarios}
         for repetition in range(1, k + 1):
             # With one run the copy itself is used; with more, each starts from its own untouched clone.
             target = base if k == 1 and not languages else scratch.clone(base, f"r{repetition}")
             say(f"run {repetition} of {k}: {len(scenarios)} cases ({configuration.investigator})")
-            runs = asyncio.run(
-                run_repetition(target, scenarios, repetition, configuration, settings, concurrency)
+            everything = scenarios + report.stripe_scenarios
+            both = asyncio.run(
+                run_repetition(target, everything, repetition, configuration, settings, concurrency)
             )
             if target != base:
                 scratch.drop(target)
+            runs = [r for r in both if r.scenario.id not in stripe_ids]
             if _all_errored(runs):
                 raise RuntimeError(
                     f"every case failed with an error, e.g. {runs[0].answer.escalation_reason}"
                 )
             report.runs.extend(runs)
+            report.stripe_runs.extend(r for r in both if r.scenario.id in stripe_ids)
         for language in languages:
             report.by_language[language] = _language_run(
                 scratch, base, scenarios, language, configuration, settings, say
             )
     report.elapsed_s = time.monotonic() - started
     return report
+
+
+async def stripe_rows(libpq_url: str) -> list[ScenarioFile]:
+    """Import the Stripe account of one customer per kind into this (scratch) ledger; its scenarios."""
+    dataset = stripe_dataset()
+    await import_account(libpq_url, dataset.account, actor=REQUESTER)
+    return [stripe_file(s) for s in dataset.scenarios]
+
+
+def stripe_file(scenario: StripeScenario) -> ScenarioFile:
+    truth = scenario.truth
+    return ScenarioFile(
+        scenario.id,
+        scenario.customer_id,
+        scenario.question,
+        Truth(
+            truth.root_cause,
+            scenario.kind,
+            truth.invoice_ids[0],
+            truth.overcharge,
+            truth.expected_action,
+            scenario.customer_id,
+            frozenset(),
+        ),
+    )
 
 
 def _language_run(

@@ -316,6 +316,7 @@ def _invoice_line(billed: _Billed, invoice_id: str, line: Line, amount: int) -> 
     if line.kind == "proration":
         start = _change_instant(billed, line.period_start) or start
     currency = billed.ledger.customer.currency
+    price = _price_of(billed, line)
     return {
         "id": stripe_id("il", f"{invoice_id}:{line.description}:{line.amount}"),
         "object": "line_item",
@@ -337,13 +338,25 @@ def _invoice_line(billed: _Billed, invoice_id: str, line: Line, amount: int) -> 
             },
             "invoice_item_details": None,
         },
-        "pricing": {"type": "price_details", "unit_amount_decimal": str(minor(line.unit_amount, currency))},
+        "pricing": {
+            "type": "price_details",
+            "price_details": {"price": price["id"], "product": price["product"]},
+            "unit_amount_decimal": str(minor(line.unit_amount, currency)),
+        },
         "discount_amounts": [],
         "discounts": [],
         "taxes": [],
         "pretax_credit_amounts": [],
         "metadata": {},
     }
+
+
+def _price_of(billed: _Billed, line: Line) -> Obj:
+    """The price a charge line bills: the plan its text names (engine.billing.plan_label's "<plan> × N
+    seats"; the longest name that fits, so no plan is taken for another whose name it starts)."""
+    plans = [plan for plan in billed.ledger.plans.values() if f"{plan.name} × " in line.description]
+    plan = max(plans, key=lambda plan: len(plan.name))
+    return next(p for p in billed.account.objects["price"] if p["id"] == billed.id(plan.id))
 
 
 def _change_instant(billed: _Billed, day: date) -> int | None:

@@ -24,6 +24,8 @@ from datetime import date
 from types import SimpleNamespace
 from typing import Any
 
+from approvals.stripe_ledger import sync_stripe
+from engine.db import create_engine
 from scenarios.faults import INJECTORS, ScenarioLedger, Truth
 from scenarios.generator import AS_OF, DEFAULT_SEED, benign_truth, complaint, correct_ledger
 from scenarios.stripe_account import StripeAccount, render
@@ -138,3 +140,13 @@ class OfflineStripe:
         self.v1 = SimpleNamespace(
             **{name: _Service(account.objects.get(resource, [])) for name, resource in COLLECTIONS.items()}
         )
+
+
+async def import_account(libpq_url: str, account: StripeAccount, actor: str) -> None:
+    """Write the account into the ledger at this URL as `billsleuth stripe sync` would (the same mapping,
+    loader and checks, source "stripe"), read from memory instead of over HTTP."""
+    engine = create_engine(libpq_url)
+    try:
+        await sync_stripe(engine, OfflineStripe(account), actor=actor)  # type: ignore[arg-type]
+    finally:
+        await engine.dispose()

@@ -35,6 +35,7 @@ from scenarios.evaluation import Run, ScenarioFile, cancelled_tasks_finished
 from scenarios.extra_kinds import EXTRA_VARIANTS, PER_VARIANT, SCENARIOS_PER_SEED
 from scenarios.generator import DEFAULT_SCENARIOS_DIR, DEFAULT_SEED
 from scenarios.seed import seed_database
+from scenarios.stripe_kinds import NO_ERROR, STRIPE_KINDS
 from tests.openai_stub import Delay, OpenAIStub, call
 from tests.pg import admin_execute, clone_database, database_name, drop_database
 
@@ -82,8 +83,14 @@ def rows(url: str, table: str) -> int:
         return conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]  # type: ignore[index]
 
 
-def assert_shape(report: dict[str, Any], n: int, k: int) -> None:
-    assert set(report) == TOP_KEYS
+def assert_shape(report: dict[str, Any], n: int, k: int, stripe: bool = False) -> None:
+    """`stripe`: the dataset's own evaluation, which scores the Stripe-sourced rows apart as well."""
+    assert set(report) == TOP_KEYS | ({"stripe"} if stripe else set())
+    if stripe:
+        block = report["stripe"]
+        assert set(block) == {"n", "metrics", "by_variant", "failures"}
+        assert set(block["metrics"]) == {*RATE_KEYS, "pass_hat_k"}
+        assert sum(row["n"] for row in block["by_variant"].values()) == block["n"] > 0
     assert (report["n"], report["investigator"], report["k"]) == (n, "offline", k)
     assert set(report["metrics"]) == {*RATE_KEYS, "pass_hat_k"}
     for key in RATE_KEYS:
@@ -124,7 +131,7 @@ def test_eval_on_an_empty_database_seeds_the_default_dataset_and_scores_it(
     assert result.returncode == 0, result.stderr
     assert "seeded the default dataset" in result.stderr
     report = json.loads(result.stdout)
-    assert_shape(report, n=SCENARIOS_PER_SEED, k=1)
+    assert_shape(report, n=SCENARIOS_PER_SEED, k=1, stripe=True)
     # The default dataset: 80 of the first 100 owe a credit and 20 are explain-only; then the extra kinds.
     owed = sum(s.truth.expected_action == "credit_note" for s in generate(DEFAULT_SEED))
     assert report["metrics"]["missed_credit"]["n"] == owed
@@ -138,6 +145,11 @@ def test_eval_on_an_empty_database_seeds_the_default_dataset_and_scores_it(
         assert rows(db_url, table) == 0, table
     assert leftover_scratch_databases(pg_server_url) == []
     assert_perfect(report)
+    # Apart: one Stripe-sourced customer per kind that means something on Stripe, and one billed right.
+    stripe = report["stripe"]
+    assert stripe["by_variant"] == {kind: {"n": 1, "passed": 1} for kind in [*STRIPE_KINDS, NO_ERROR]}
+    assert stripe["failures"] == [] and stripe["metrics"]["pass_hat_k"] == {"1": 1.0}
+    assert stripe["metrics"]["false_credit"] == {"rate": 0.0, "n": 1, "ci95": [0.0, 0.7935]}
     print(f"\nfull offline eval of the {SCENARIOS_PER_SEED} default scenarios with seeding: {elapsed:.1f} s")
 
 
@@ -478,3 +490,47 @@ async def test_eval_with_a_model_that_invents_numbers_counts_them_and_still_exit
     assert metrics["missed_credit"]["rate"] == 1.0 and metrics["false_credit"]["rate"] == 0.0
     assert [f["got"]["status"] for f in report["failures"]] == ["escalated", "escalated"]
     assert all("999.99" in f["escalation_reason"] for f in report["failures"])
+
+
+def test_the_terminal_table_shows_the_stripe_sourced_rows_apart() -> None:
+    from bot.cli.cmd_eval import render
+    from scenarios.eval_metrics import answer_from_case, score
+    from scenarios.evaluation import EvalReport, load_scenario, stripe_file
+    from scenarios.stripe_kinds import stripe_dataset
+
+    def run(scenario: ScenarioFile, case: dict[str, Any]) -> Run:
+        answer = answer_from_case(case)
+        return Run(scenario, 1, answer, score(scenario.truth, answer))
+
+    first = load_scenario(DEFAULT_SCENARIOS_DIR / "S001.json")
+    duplicate, right = (
+        stripe_file(s) for s in stripe_dataset().scenarios if s.kind in ("duplicate_invoice", NO_ERROR)
+    )
+    explained = {
+        "status": "explained",
+        "customer_id": right.customer_id,
+        "findings": {**right.truth.as_json(), "invoice_ids": [right.truth.invoice_id], "reasoning": ""},
+        "credit_note": None,
+        "escalation_reason": None,
+        "other_findings": [],
+    }
+    report = EvalReport(
+        "offline", 1, [first], [run(first, {"status": "needs_customer", "customer_id": None})]
+    )
+    report.stripe_scenarios = [duplicate, right]
+    report.stripe_runs = [
+        run(duplicate, {"status": "needs_customer", "customer_id": None}),
+        run(right, explained),
+    ]
+    lines = render(report).splitlines()
+    heading = lines.index("Stripe-sourced (1 of 2 passed; one customer per kind, source stripe):")
+    assert [line.split() for line in lines[heading + 1 : heading + 3]] == [
+        ["duplicate_invoice", "0", "1"],
+        ["no_error", "1", "1"],
+    ]
+    assert lines[heading + 3] == "failures, Stripe-sourced (1):"
+    assert lines[heading + 4].startswith(f"  {duplicate.id} [duplicate_invoice] expected duplicate_invoice")
+    assert report.to_json()["stripe"]["by_variant"] == {
+        "duplicate_invoice": {"n": 1, "passed": 0},
+        "no_error": {"n": 1, "passed": 1},
+    }

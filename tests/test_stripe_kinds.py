@@ -1,8 +1,10 @@
 """Issue 29's Done-when, end to end: a Stripe account holding one customer per fault kind that has a meaning
 on Stripe and one whose bill is right (scenarios.stripe_kinds), served by the Stripe stand-in, syncs with
-`billsleuth stripe sync`, and `audit --all` finds exactly the injected overcharges; a re-sync changes
-nothing. (The refused preview and the tampered webhook are tests/test_stripe_issuing.py's and
-tests/test_stripe_webhook.py's.)"""
+`billsleuth stripe sync`; `audit --all` finds exactly the injected overcharges; a re-sync changes nothing;
+a Slack mention about an overcharged customer gets the evidence card, and two finance approvals in Slack
+create exactly one Stripe credit note (right invoice, amount, reason, refund, idempotency key), whose
+create, retried after its answer was lost, sends the same key and makes nothing new. (A refused preview and
+a tampered webhook are tests/test_stripe_issuing.py's and tests/test_stripe_webhook.py's.)"""
 
 from __future__ import annotations
 
@@ -10,11 +12,19 @@ import asyncio
 import json
 import re
 from collections.abc import AsyncIterator
+from decimal import Decimal
 from typing import Any
 
 import pytest
 
-from scenarios.stripe_kinds import NO_ERROR, STRIPE_KINDS, StripeDataset, stripe_dataset
+from approvals import get_credit_note
+from approvals.config import ApprovalSettings
+from approvals.stripe_issuing import idempotency_key
+from bot.cards import APPROVE_ACTION_ID
+from bot.slack_testing import SignedClient, SlackRecorder
+from bot.slack_testing import payloads as p
+from scenarios.stripe_kinds import NO_ERROR, STRIPE_KINDS, StripeDataset, StripeScenario, stripe_dataset
+from tests.bot.helpers import CHANNEL, FINANCE, SECRET, all_text, bot_replies, buttons, mention, offline_bot
 from tests.stripe_stand_in import retry_without_waiting
 from tests.stripe_stand_in.account import StripeAccount
 from tests.stripe_stand_in.server import API_KEY, StripeStandIn
@@ -23,6 +33,13 @@ from tests.test_stripe_sync import _sync
 
 DATASET = stripe_dataset()
 STRIPE_ID = re.compile(r"^(cus|in|sub|si|pi|inpay|il|di|evt|price|prod|txr)_[0-9A-Za-z]{14,24}$")
+TWO_APPROVALS = Decimal("300.00")
+POLICY = ApprovalSettings(
+    approvers=frozenset(FINANCE),
+    two_person_threshold=TWO_APPROVALS,
+    billing_system="stripe",
+    credit_method="refund",
+)
 
 
 def injected(dataset: StripeDataset) -> list[tuple[str, str, str, str]]:
@@ -57,7 +74,11 @@ async def stand_in(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[StripeStand
         yield server
 
 
-async def test_the_account_syncs_and_audit_finds_exactly_the_injected_overcharges(
+def _needing_two_approvals() -> StripeScenario:
+    return next(s for s in DATASET.scenarios if s.truth.overcharge >= TWO_APPROVALS)
+
+
+async def test_the_account_syncs_audits_and_two_slack_approvals_make_one_stripe_credit_note(
     db_url: str, stand_in: StripeStandIn
 ) -> None:
     first: dict[str, Any] = await asyncio.to_thread(_sync)
@@ -66,3 +87,49 @@ async def test_the_account_syncs_and_audit_finds_exactly_the_injected_overcharge
     assert audit_findings(db_url) == injected(DATASET)
     again: dict[str, Any] = await asyncio.to_thread(_sync)
     assert all(c["added"] == c["changed"] == 0 for c in again["counts"].values()), again["counts"]
+
+    sc = _needing_two_approvals()
+    invoice_id, cents = sc.truth.invoice_ids[0], int(sc.truth.overcharge * 100)
+    async with (
+        SlackRecorder() as slack,
+        offline_bot(db_url, slack, policy=POLICY) as bot,
+        SignedClient(bot.url, SECRET) as client,
+    ):
+        event = mention(slack, f"{sc.customer_id} {sc.question}")
+        assert (await client.send(event)).status == 200
+        await bot.settled()
+        (card,) = bot_replies(slack, CHANNEL, event["event"]["ts"])
+        shown = all_text(card.blocks)
+        assert invoice_id in shown and f"{sc.truth.overcharge:.2f}" in shown and "Approve" in buttons(card)
+        # Stripe creates the note but its answer is lost: the SDK's retry carries the same key.
+        stand_in.drop_after("credit_notes.create")
+        for approver in FINANCE[:2]:
+            click = p.click(card.to_slack(), user=approver, channel=CHANNEL, action_id=APPROVE_ACTION_ID)
+            assert (await client.send(click)).status == 200
+            await bot.settled()
+            assert (stand_in.account.all("credit_note") == []) == (approver == FINANCE[0])
+        engine = bot.runtime.engine
+        async with engine.connect() as conn:
+            from sqlalchemy import select
+
+            from approvals.queries import note_row_in
+            from engine import schema
+
+            note_id = (
+                await conn.execute(
+                    select(schema.credit_notes.c.id).where(schema.credit_notes.c.invoice_id == invoice_id)
+                )
+            ).scalar_one()
+            row = await note_row_in(conn, note_id)
+        note = await get_credit_note(engine, note_id)
+    (created,) = stand_in.account.all("credit_note")
+    assert (note.status, note.stripe_credit_note_id) == ("issued", created["id"])
+    creates = stand_in.calls("credit_notes.create")
+    assert [c.idempotency_key for c in creates] == [idempotency_key(row)] * 2
+    assert {k: creates[0].params[k] for k in ("invoice", "amount", "reason", "refund_amount")} == {
+        "invoice": invoice_id,
+        "amount": str(cents),
+        "reason": "duplicate" if "duplicate" in sc.kind else "order_change",
+        "refund_amount": str(cents),
+    }
+    assert created["metadata"]["billsleuth_credit_note"] == note_id

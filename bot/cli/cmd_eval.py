@@ -190,9 +190,22 @@ def render(report: EvalReport) -> str:
     else:
         lines.append(f"failures ({len(data['failures'])}):")
         lines += [_failure_line(failure, data["k"]) for failure in data["failures"]]
+    if "stripe" in data:
+        lines += ["", *_stripe_rows(data["stripe"], data["k"])]
     if "languages" in data:
         lines += ["", *_language_rows(data["languages"])]
     return "\n".join(lines)
+
+
+def _stripe_rows(block: dict[str, Any], k: int) -> list[str]:
+    """The Stripe-sourced rows: one customer per kind, imported from Stripe's objects (scored apart)."""
+    passed = sum(row["passed"] for row in block["by_variant"].values())
+    rows = [f"Stripe-sourced ({passed} of {block['n']} passed; one customer per kind, source stripe):"]
+    rows += [f"  {line}" for line in _variant_rows(block["by_variant"])]
+    if block["failures"]:
+        rows += [f"failures, Stripe-sourced ({len(block['failures'])}):"]
+        rows += [_failure_line(failure, k) for failure in block["failures"]]
+    return rows
 
 
 LANGUAGE_COLUMNS = {
