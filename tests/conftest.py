@@ -25,9 +25,18 @@ from tests.pg import (
     drop_login,
     start_disposable_server,
 )
+from tests.scheduling import slowest_first, xdist_workers
 
 MIGRATED_TEMPLATE = f"bs_migrated_{os.getpid()}"
 SEEDED_TEMPLATE = f"bs_seeded_{os.getpid()}"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist, the slowest tests first, one share per worker (tests/scheduling.py): a
+    minute-long test left to the end of a batch kept the run going after the other workers were done."""
+    workers = xdist_workers()
+    if workers > 1:
+        items[:] = slowest_first(items, [item.nodeid for item in items], workers)
 
 
 def fresh_database(

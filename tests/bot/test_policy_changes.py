@@ -5,10 +5,8 @@ applies at once; every step is an activity row and a message in Slack."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import subprocess
 from decimal import Decimal
 from typing import Any
 
@@ -22,7 +20,8 @@ from bot.server import RunningBot
 from bot.slack_testing import SignedClient, SlackRecorder, StoredMessage
 from bot.slack_testing import payloads as p
 from bot.slack_testing.recorder import dm_channel
-from tests.bot.helpers import BILLSLEUTH, FINANCE, SECRET, all_text, buttons, offline_bot, snapshot
+from tests.bot.helpers import FINANCE, SECRET, all_text, buttons, offline_bot, snapshot
+from tests.cli import Done, billsleuth_async
 
 ALICE, BOB, CAROL = FINANCE
 FINANCE_CHANNEL = "C0FINANCE"
@@ -34,11 +33,10 @@ def shell(db_url: str, **variables: str) -> dict[str, str]:
     return {**env, "DATABASE_URL": db_url, "BILLSLEUTH_INVESTIGATOR": "offline", **variables}
 
 
-async def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    """The real `billsleuth` in its own process, off the loop the bot serves on."""
-    return await asyncio.to_thread(
-        subprocess.run, [str(BILLSLEUTH), *args], capture_output=True, text=True, env=env, timeout=120
-    )
+async def cli(env: dict[str, str], *args: str) -> Done:
+    """`billsleuth` (tests/cli.py: in this process, as a process would see it), off the loop the bot
+    serves on; what these tests prove is the policy's path through the store, not the process boundary."""
+    return await billsleuth_async(*args, env=env)
 
 
 def stored(db_url: str) -> dict[str, str]:
