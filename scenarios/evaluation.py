@@ -52,7 +52,7 @@ from scenarios.eval_metrics import (
 from scenarios.eval_scratch import ScratchServer
 from scenarios.generator import DEFAULT_SCENARIOS_DIR, DEFAULT_SEED
 from scenarios.languages import in_language
-from scenarios.stripe_kinds import StripeScenario, import_account, stripe_dataset
+from scenarios.stripe_kinds import StripeScenario, import_dataset, stripe_dataset
 
 CONCURRENT_CASES = 8
 # How long an interrupted run waits for its cancelled tasks to unwind (psycopg gives a query's
@@ -439,7 +439,7 @@ def evaluate(
 async def stripe_rows(libpq_url: str) -> list[ScenarioFile]:
     """Import the Stripe account of one customer per kind into this (scratch) ledger; its scenarios."""
     dataset = stripe_dataset()
-    await import_account(libpq_url, dataset.account, actor=REQUESTER)
+    await import_dataset(libpq_url, dataset, actor=REQUESTER)
     return [stripe_file(s) for s in dataset.scenarios]
 
 

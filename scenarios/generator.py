@@ -26,6 +26,7 @@ from engine.billing import add_months, build_invoices
 from engine.model import Customer, Event, Subscription
 from engine.money import fmt
 from engine.pricebook import COUNTRY_TZ, COUPONS, PLANS, TAX_RATES
+from engine.profiles import CLOUDLEDGER, RulesProfile
 from scenarios.faults import INJECTORS, ScenarioLedger, Truth, no_error
 
 DEFAULT_SEED = 7
@@ -189,13 +190,18 @@ def _subscription(rng: random.Random, index: int, kind: str, customer: Customer)
 
 
 def correct_ledger(
-    rng: random.Random, index: int, kind: str, countries: list[str] | None = None
+    rng: random.Random,
+    index: int,
+    kind: str,
+    countries: list[str] | None = None,
+    profile: RulesProfile = CLOUDLEDGER,
 ) -> ScenarioLedger:
-    """`countries`: where the customer may be (default: wherever the kind can happen)."""
+    """`countries`: where the customer may be (default: wherever the kind can happen); `profile`: whose
+    billing rules bill it (engine.profiles: STRIPE for a customer said as Stripe's objects)."""
     customer = _customer(rng, index, kind, countries)
     sub = _subscription(rng, index, kind, customer)
     coupon = COUPONS[sub.coupon_id] if sub.coupon_id else None
-    invoices = build_invoices(customer, sub, PLANS, coupon, TAX_RATES, until=AS_OF)
+    invoices = build_invoices(customer, sub, PLANS, coupon, TAX_RATES, until=AS_OF, profile=profile)
     return ScenarioLedger(customer, sub, dict(PLANS), coupon, list(TAX_RATES), invoices)
 
 

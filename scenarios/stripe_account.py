@@ -85,6 +85,7 @@ def _render_ledger(account: StripeAccount, ledger: ScenarioLedger, as_of: date) 
     account.add("customer", _customer(billed, seconds(create.effective_at) - 600))
     history = _history(billed, events)
     account.add("subscription", history[-1][1])
+    account.states[sub.id] = [(seconds(event.effective_at), state) for event, state, _ in history]
     for event, after, previous in history[1:]:
         account.add("event", _updated(event, after, previous))
     by_period: dict[date, int] = {}

@@ -7,6 +7,13 @@ engine, one fault injected, the invoices paid, a complaint), then said as Stripe
 go through engine.stripe_sync's own mapping, read from memory (OfflineStripe: no HTTP), and are imported
 with source "stripe" like a sync's.
 
+BillSleuth is taken to have been connected to the account before the first plan or seat change
+(`connected_at`): a sync then, and one now. It has to be: Stripe tells a change in two places only, a
+`customer.subscription.updated` event (kept 30 days, read by the sync going forward) and the proration
+pair on the next invoice, and three kinds break exactly that pair (proration_missing_credit drops the
+credit, quantity_change_ignored both lines), so an account first read long after the change cannot tell
+them from a subscription that always had its current plan and seats.
+
 Two kinds have no meaning on Stripe, and are left out:
 - timezone_change_date: the fault dates a plan change by its UTC day instead of the customer's; Stripe
   dates nothing by day, it prorates between instants, so there is no day to get wrong;
@@ -26,6 +33,7 @@ from typing import Any
 
 from approvals.stripe_ledger import sync_stripe
 from engine.db import create_engine
+from engine.profiles import STRIPE
 from scenarios.faults import INJECTORS, ScenarioLedger, Truth
 from scenarios.generator import AS_OF, DEFAULT_SEED, benign_truth, complaint, correct_ledger
 from scenarios.stripe_account import StripeAccount, render
@@ -37,6 +45,10 @@ STRIPE_KINDS: tuple[str, ...] = (
     "wrong_plan_price",
     "coupon_not_applied",
     "wrong_tax_region",
+    "quantity_change_ignored",
+    "proration_missing_credit",
+    "proration_wrong_days",
+    "coupon_wrong_base",
 )
 NOT_IN_STRIPE: dict[str, str] = {
     "timezone_change_date": "Stripe prorates between instants: no local day to get wrong",
@@ -62,12 +74,22 @@ class StripeScenario:
 class StripeDataset:
     account: StripeAccount
     scenarios: list[StripeScenario]
+    # When BillSleuth was connected: its first sync read the account as it stood then (account.as_of),
+    # just before the first plan or seat change, so every change came to it going forward.
+    connected_at: int
+
+
+def _connected_at(account: StripeAccount) -> int:
+    changes = [
+        e["created"] for e in account.objects["event"] if e["data"]["previous_attributes"].get("items")
+    ]
+    return min(changes, default=max(o["created"] for o in account.objects["invoice"])) - 1
 
 
 def _drawn(seed: int, index: int, kind: str) -> tuple[ScenarioLedger, Truth, str]:
     rng = random.Random(f"stripe:{seed}:{index}:{kind}")
     countries = COUNTRIES_FOR.get(kind, COUNTRIES)
-    ledger = correct_ledger(rng, index, kind if kind != NO_ERROR else "tax_line", countries)
+    ledger = correct_ledger(rng, index, kind if kind != NO_ERROR else "tax_line", countries, STRIPE)
     truth = INJECTORS[kind](ledger) if kind != NO_ERROR else benign_truth("tax_line", ledger)
     ledger.pay_all()
     return ledger, truth, complaint(kind, truth, ledger, rng)
@@ -83,7 +105,7 @@ def stripe_dataset(seed: int = DEFAULT_SEED, as_of: date = AS_OF) -> StripeDatas
         in_stripe = replace(truth, invoice_ids=[account.ids[i] for i in truth.invoice_ids], other_findings=())
         customer_id = account.ids[ledger.customer.id]
         scenarios.append(StripeScenario(f"ST{n:02d}", kind, customer_id, question, in_stripe))
-    return StripeDataset(account, scenarios)
+    return StripeDataset(account, scenarios, _connected_at(account))
 
 
 # ---- the account read from memory, as engine.stripe_sync reads Stripe ----
@@ -142,11 +164,13 @@ class OfflineStripe:
         )
 
 
-async def import_account(libpq_url: str, account: StripeAccount, actor: str) -> None:
+async def import_dataset(libpq_url: str, dataset: StripeDataset, actor: str) -> None:
     """Write the account into the ledger at this URL as `billsleuth stripe sync` would (the same mapping,
-    loader and checks, source "stripe"), read from memory instead of over HTTP."""
+    loader and checks, source "stripe"), read from memory instead of over HTTP: synced once when
+    BillSleuth was connected, and once more now."""
     engine = create_engine(libpq_url)
     try:
-        await sync_stripe(engine, OfflineStripe(account), actor=actor)  # type: ignore[arg-type]
+        for account in (dataset.account.as_of(dataset.connected_at), dataset.account):
+            await sync_stripe(engine, OfflineStripe(account), actor=actor)  # type: ignore[arg-type]
     finally:
         await engine.dispose()

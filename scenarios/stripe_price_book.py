@@ -56,6 +56,9 @@ class StripeAccount:
 
     objects: dict[str, list[Obj]] = field(default_factory=lambda: {r: [] for r in RESOURCES})
     ids: dict[str, str] = field(default_factory=dict)  # ledger id → Stripe id (customers, invoices, …)
+    # Each subscription as it stood from an instant on (its creation, then each change): what Stripe
+    # answered at the time, for an account read as it was (as_of).
+    states: dict[str, list[tuple[int, Obj]]] = field(default_factory=dict)
 
     def add(self, resource: str, obj: Obj) -> Obj:
         self.objects[resource].append(obj)
@@ -64,6 +67,19 @@ class StripeAccount:
     def description(self) -> dict[str, list[Obj]]:
         """For the stand-in's StripeAccount.load (copies: the stand-in changes what it holds)."""
         return {resource: copy.deepcopy(objs) for resource, objs in self.objects.items() if objs}
+
+    def as_of(self, instant: int) -> StripeAccount:
+        """The account as Stripe would have shown it at this instant (unix seconds): the objects created
+        by then, each subscription as it stood then."""
+        then = StripeAccount(ids=dict(self.ids), states=self.states)
+        for resource, objs in self.objects.items():
+            if resource != "subscription":
+                then.objects[resource] = [copy.deepcopy(o) for o in objs if o["created"] <= instant]
+        for states in self.states.values():
+            standing = [state for since, state in states if since <= instant]
+            if standing:
+                then.objects["subscription"].append(copy.deepcopy(standing[-1]))
+        return then
 
 
 # ---- the price book ----
