@@ -7,7 +7,8 @@ boundary run the command here instead, as a process would see it: `os.environ` i
 given (the whole environment, as for subprocess.run), nothing the test process configured for logging
 or warnings reaches the output (Python's own last-resort handler prints warnings to the captured
 stderr, as in a fresh process), and the command runs on a thread of its own, so its `asyncio.run`
-never meets the test's running loop. Tests about the process itself — signals, exit on a dead
+never meets the test's running loop; the signal handlers a command installs (eval's SIGTERM) stay its own.
+Tests about the process itself — signals, exit on a dead
 database pool, the installed script, import costs, several processes at once — keep subprocess.run.
 
 One command at a time per test process: the environment, sys.stdout and sys.stderr are process-wide.
@@ -20,12 +21,14 @@ import contextlib
 import io
 import logging
 import os
+import signal
 import threading
 import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from bot.cli import main
 
@@ -104,7 +107,7 @@ def _as_a_process(env: Mapping[str, str] | None, cwd: Path | None, err: io.Strin
         # A fresh process has no handler on the root logger: WARNING and above reach stderr through
         # logging.lastResort, which writes to sys.stderr as it is at the time (the captured one).
         root.handlers, root.level = [], logging.WARNING
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), _own_signal_handlers():
             warnings.resetwarnings()
             for action, category in _PYTHON_DEFAULT_FILTERS:
                 warnings.simplefilter(action, category)
@@ -115,6 +118,22 @@ def _as_a_process(env: Mapping[str, str] | None, cwd: Path | None, err: io.Strin
         os.chdir(saved_cwd)
         os.environ.clear()
         os.environ.update(saved_env)
+
+
+@contextlib.contextmanager
+def _own_signal_handlers() -> Iterator[None]:
+    """signal.signal kept to the command: it works only on the main thread (the command runs on another),
+    and a handler installed for real would outlive the command in the test process. Nothing signals a
+    command run here; tests about signals run a process."""
+    installed: dict[int, Any] = {}
+
+    def install(signum: int, handler: Any) -> Any:
+        previous = installed.get(signum, signal.getsignal(signum))
+        installed[signum] = handler
+        return previous
+
+    with mock.patch.object(signal, "signal", install):
+        yield
 
 
 # Python's default warning filters outside __main__ (`python -W` unset): what a console script shows.

@@ -9,8 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import psycopg
@@ -21,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from agent.database import upgrade_all
 from bot.cli import main as cli
 from engine.db import with_database
+from tests.cli import billsleuth
 from tests.pg import Login, admin_execute, create_login, database_name, drop_database, drop_login
 from tests.test_mcp import (
     check_audit_rows,
@@ -29,8 +28,6 @@ from tests.test_mcp import (
     mcp_rows,
     stdio_session,
 )
-
-BILLSLEUTH = Path(sys.executable).with_name("billsleuth")
 
 SUPPORT, ALICE = "U0SUPPORT1", "U0FIN0001"
 APPEND = (
@@ -283,15 +280,9 @@ async def test_mcp_serves_its_tools_as_a_reader_login_that_postgres_refuses_any_
 
 
 def doctor(url: str) -> str:
+    """`billsleuth doctor`'s output, run in this process as a process would see it (tests/cli.py)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "OPENAI_", "BILLSLEUTH_"))}
-    done = subprocess.run(
-        [str(BILLSLEUTH), "doctor"],
-        capture_output=True,
-        text=True,
-        env={**env, "DATABASE_URL": url},
-        timeout=120,
-    )
-    return done.stdout
+    return billsleuth("doctor", env={**env, "DATABASE_URL": url}).stdout
 
 
 def test_doctor_warns_when_the_runtime_logs_in_as_a_superuser_or_the_schema_owner(

@@ -1,4 +1,5 @@
-"""`billsleuth eval` end to end: the installed console script against real databases.
+"""`billsleuth eval` end to end against real databases: the command run in this process as a process would
+see it (tests/cli.py), and the installed console script where the process is the point (Ctrl-C).
 
 The evaluation must score the offline investigator perfectly on the default dataset and on another seed's
 (the extra kinds after the first 100 included, each its own row), print exactly DESIGN's JSON shape, and
@@ -36,6 +37,7 @@ from scenarios.extra_kinds import EXTRA_VARIANTS, PER_VARIANT, SCENARIOS_PER_SEE
 from scenarios.generator import DEFAULT_SCENARIOS_DIR, DEFAULT_SEED
 from scenarios.seed import seed_database
 from scenarios.stripe_kinds import NO_ERROR, STRIPE_KINDS
+from tests.cli import Done, billsleuth, billsleuth_async
 from tests.openai_stub import Delay, OpenAIStub, call
 from tests.pg import admin_execute, clone_database, database_name, drop_database
 
@@ -52,12 +54,12 @@ RATE_KEYS = (
 )
 
 
-def run_eval(url: str, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def run_eval(url: str, home: Path, *args: str) -> Done:
+    """`billsleuth eval ARGS` in this process, as a process would see it (tests/cli.py): each process paid
+    a few seconds of imports again. The installed script and Ctrl-C keep processes of their own below."""
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "BILLSLEUTH_INVESTIGATOR")}
     env.update(DATABASE_URL=url, BILLSLEUTH_HOME=str(home))
-    return subprocess.run(
-        [str(BILLSLEUTH), "eval", *args], env=env, capture_output=True, text=True, timeout=600, check=False
-    )
+    return billsleuth("eval", *args, env=env)
 
 
 def fingerprint(url: str) -> dict[str, Any]:
@@ -472,16 +474,11 @@ async def test_eval_with_a_model_that_invents_numbers_counts_them_and_still_exit
             OPENAI_API_KEY=stub.api_key,
             OPENAI_BASE_URL=stub.base_url,
         )
-        process = await asyncio.create_subprocess_exec(
-            str(BILLSLEUTH),
-            *("eval", "--json", "--investigator", "llm", "--scenarios", str(subset)),
-            env=env,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        out, err = await asyncio.wait_for(process.communicate(), timeout=300)
-    assert process.returncode == 0, err.decode()
-    report = json.loads(out)
+        done = await billsleuth_async(
+            "eval", "--json", "--investigator", "llm", "--scenarios", str(subset), env=env
+        )  # off this loop, which serves the stub
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
     assert (report["n"], report["investigator"], report["k"]) == (2, "llm", 1)
     assert len(stub.requests) == 2 and stub.remaining == 0
     metrics = report["metrics"]
