@@ -9,7 +9,7 @@ from decimal import Decimal
 
 from agent.auditor.audit import NO_ERROR, UNKNOWN, audit_customer, has_overpaid_invoice, investigate
 from agent.cases.intake import Asked, parse_complaint
-from engine.billing import build_invoices
+from engine.billing import apply_discount_and_tax, build_invoices
 from engine.model import CreditNote, Customer, CustomerLedger, Event, Line, Payment, PriceBook, Subscription
 from engine.money import ZERO, fmt, money
 from engine.pricebook import COUPONS, PLANS, TAX_RATES
@@ -165,3 +165,24 @@ def test_results_serialise_money_as_two_decimal_strings() -> None:
     assert data["overcharge"] == f"{finding.overcharge:.2f}" and isinstance(data["evidence"], list)
     answer = investigate(ledger_of(s), BOOK, AS_OF).as_json()
     assert answer["overcharge"] == data["overcharge"] and answer["expected_action"] == "credit_note"
+
+
+def test_a_coupon_billed_past_its_duration_is_named_beside_the_invoice_it_skipped() -> None:
+    """A coupon applied one period late: the invoice it skipped is the overcharge, and the evidence names
+    the invoice that got the discount past the coupon's duration (finance may weigh the two)."""
+    s = scenario("coupon_not_applied")
+    coupon = s.coupon
+    assert coupon is not None
+    late = next(inv for inv in s.invoices if s.months_in(inv) == coupon.duration_months)
+    assert not any(line.kind == "discount" for line in late.lines)
+    # The coupon's discount taken off the first invoice past its duration, as if its months began there.
+    late.lines = [line for line in late.lines if line.kind not in ("discount", "tax")]
+    apply_discount_and_tax(late, coupon, 0, s.rate(late))
+    repay(s, late.id)
+    [finding] = audit_customer(ledger_of(s), BOOK, AS_OF)
+    assert finding.root_cause == "coupon_not_applied"
+    discount = fmt(-sum(line.amount for line in late.lines if line.kind == "discount"))
+    assert (
+        f"{late.id} was billed a discount of {discount} from {coupon.id} in month "
+        f"{s.months_in(late) + 1}, past its {coupon.duration_months}-month duration"
+    ) in finding.evidence

@@ -30,8 +30,8 @@ from agent.auditor.context import (
     sorted_amounts,
     tax_code_of,
 )
-from engine.billing import local_date, proration_lines
-from engine.model import Invoice, Line, Plan, PriceBook, Subscription, TaxRate
+from engine.billing import local_date, months_between, proration_lines
+from engine.model import Coupon, Invoice, Line, Plan, PriceBook, Subscription, TaxRate
 from engine.money import ZERO, fmt, money, total
 from engine.pricebook import COUNTRY_TZ
 
@@ -267,9 +267,28 @@ def coupon_not_applied(ctx: Context) -> Diagnosis | None:
         f"coupon {coupon.id} runs for the first {plural(coupon.duration_months, 'month')}; "
         f"{ctx.billed.id} is in month {ctx.months_in + 1} of the subscription",
         f"no discount line billed; the rules give {joined(lines_of(rules, 'discount'))}",
+        *_discounts_past_duration(ctx, coupon),
     ]
     rebilled = ctx.rebill(charges_of(rules), without_coupon=True)
     return Diagnosis("coupon_not_applied", evidence, ctx.reproduces(rebilled))
+
+
+def _discounts_past_duration(ctx: Context, coupon: Coupon) -> list[str]:
+    """The subscription's invoices that got a discount after the coupon's duration: a coupon applied late
+    skips an invoice it covers (the overcharge) and discounts one it does not (an undercharge)."""
+    sub = ctx.subscription
+    out = []
+    for invoice in ctx.ledger.invoices:
+        months_in = months_between(sub.start_date, invoice.period_start) if sub else 0
+        discount = lines_of(invoice, "discount")
+        if invoice.subscription_id != ctx.billed.subscription_id or coupon.covers(months_in) or not discount:
+            continue
+        off = fmt(-total(line.amount for line in discount))
+        out.append(
+            f"{invoice.id} was billed a discount of {off} from {coupon.id} in month {months_in + 1}, "
+            f"past its {coupon.duration_months}-month duration"
+        )
+    return out
 
 
 def coupon_wrong_base(ctx: Context) -> Diagnosis | None:
