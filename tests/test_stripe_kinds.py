@@ -10,26 +10,30 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 from collections.abc import AsyncIterator
 from decimal import Decimal
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 
 from approvals import get_credit_note
 from approvals.config import ApprovalSettings
+from approvals.queries import note_row_in
 from approvals.stripe_issuing import idempotency_key
 from bot.cards import APPROVE_ACTION_ID
 from bot.slack_testing import SignedClient, SlackRecorder
 from bot.slack_testing import payloads as p
+from engine import schema
 from scenarios.stripe_kinds import NO_ERROR, STRIPE_KINDS, StripeDataset, StripeScenario, stripe_dataset
 from scenarios.stripe_price_book import StripeAccount as StripeObjects
 from tests.bot.helpers import CHANNEL, FINANCE, SECRET, all_text, bot_replies, buttons, mention, offline_bot
+from tests.cli import billsleuth_async
 from tests.stripe_stand_in import retry_without_waiting
 from tests.stripe_stand_in.account import StripeAccount
 from tests.stripe_stand_in.server import API_KEY, StripeStandIn
-from tests.test_ledger_import import audit_findings
 from tests.test_stripe_sync import _sync
 
 DATASET = stripe_dataset()
@@ -49,6 +53,14 @@ def injected(dataset: StripeDataset) -> list[tuple[str, str, str, str]]:
         for s in dataset.scenarios
         if s.kind != NO_ERROR
     )
+
+
+async def audit_findings(url: str) -> list[tuple[str, str, str, str]]:
+    """`billsleuth audit --all --json`, in this process (tests/cli.py)."""
+    done = await billsleuth_async("audit", "--all", "--json", env={**os.environ, "DATABASE_URL": url})
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)["findings"]
+    return sorted((f["customer_id"], f["invoice_id"], f["root_cause"], f["overcharge"]) for f in found)
 
 
 def test_the_account_speaks_stripe_ids_only() -> None:
@@ -94,7 +106,7 @@ async def test_the_account_syncs_audits_and_two_slack_approvals_make_one_stripe_
     first: dict[str, Any] = await asyncio.to_thread(_sync)
     assert first["skipped"] == {}
     assert first["counts"]["subscription_event"]["added"] >= len(DATASET.account.objects["event"])
-    assert audit_findings(db_url) == injected(DATASET)
+    assert await audit_findings(db_url) == injected(DATASET)
     again: dict[str, Any] = await asyncio.to_thread(_sync)
     assert all(c["added"] == c["changed"] == 0 for c in again["counts"].values()), again["counts"]
 
@@ -120,11 +132,6 @@ async def test_the_account_syncs_audits_and_two_slack_approvals_make_one_stripe_
             assert (stand_in.account.all("credit_note") == []) == (approver == FINANCE[0])
         engine = bot.runtime.engine
         async with engine.connect() as conn:
-            from sqlalchemy import select
-
-            from approvals.queries import note_row_in
-            from engine import schema
-
             note_id = (
                 await conn.execute(
                     select(schema.credit_notes.c.id).where(schema.credit_notes.c.invoice_id == invoice_id)
