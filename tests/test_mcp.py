@@ -252,13 +252,7 @@ async def test_over_http_the_token_is_required_and_then_the_tools_answer(
 
 def test_http_without_a_token_refuses_to_start_in_one_line(seeded_db_url: str) -> None:
     for blank in ({}, {"BILLSLEUTH_MCP_TOKEN": "  "}):
-        done = subprocess.run(
-            [str(BILLSLEUTH), "mcp", "--http"],
-            env=server_env(seeded_db_url, **blank),
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        done = billsleuth("mcp", "--http", env=server_env(seeded_db_url, **blank))
         assert done.returncode == 2
         assert done.stderr.strip().splitlines() == [
             "billsleuth: error: --http needs BILLSLEUTH_MCP_TOKEN: the bearer token every client must send "
@@ -268,13 +262,7 @@ def test_http_without_a_token_refuses_to_start_in_one_line(seeded_db_url: str) -
 
 
 def test_a_token_shorter_than_32_characters_refuses_to_start_in_one_line(seeded_db_url: str) -> None:
-    done = subprocess.run(
-        [str(BILLSLEUTH), "mcp", "--http"],
-        env=server_env(seeded_db_url, BILLSLEUTH_MCP_TOKEN="t" * 31),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = billsleuth("mcp", "--http", env=server_env(seeded_db_url, BILLSLEUTH_MCP_TOKEN="t" * 31))
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         "billsleuth: error: BILLSLEUTH_MCP_TOKEN must be at least 32 characters, it has 31 "
@@ -289,12 +277,8 @@ def test_http_on_a_port_in_use_refuses_in_one_line(seeded_db_url: str) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        done = subprocess.run(
-            [str(BILLSLEUTH), "mcp", "--http", "--port", str(port)],
-            env=server_env(seeded_db_url, BILLSLEUTH_MCP_TOKEN="t" * 32),
-            capture_output=True,
-            text=True,
-            timeout=60,
+        done = billsleuth(
+            "mcp", "--http", "--port", str(port), env=server_env(seeded_db_url, BILLSLEUTH_MCP_TOKEN="t" * 32)
         )
     assert done.returncode == 1
     assert "Traceback" not in done.stderr
