@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -37,6 +38,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     workers = xdist_workers()
     if workers > 1:
         items[:] = slowest_first(items, [item.nodeid for item in items], workers)
+
+
+@pytest.fixture(autouse=True)
+def _model_endpoints_forgotten() -> Iterator[None]:
+    """Each test meets the model endpoints afresh. The investigator remembers, per process, the base URLs
+    that refused max_completion_tokens; a test's stub on 127.0.0.1 can get the port an earlier test's stub
+    had in the same worker, and then inherited its answer (a flake depending on the order of tests)."""
+    yield
+    investigator = sys.modules.get("agent.model.investigator")  # only if a test has loaded it
+    if investigator is not None:
+        investigator._KNOWS_ONLY_MAX_TOKENS.clear()
 
 
 def fresh_database(
