@@ -178,6 +178,17 @@ def boundary_at(anchor: datetime, start_date: date, day: date) -> datetime:
     return anchor.astimezone(UTC) + timedelta(days=(day - start_date).days)
 
 
+def proration_instants(
+    profile: RulesProfile, anchor: datetime, start_date: date, changed: datetime, period: tuple[date, date]
+) -> Instants | None:
+    """What a change in this period is prorated between under the profile: its instant and the period's
+    (anchor: the subscription's create instant), or None where the profile prorates by the day."""
+    if profile.prorate_by != "second":
+        return None
+    start_at, end_at = (boundary_at(anchor, start_date, day) for day in period)
+    return changed, start_at, end_at
+
+
 def build_invoices(
     customer: Customer,
     sub: Subscription,
@@ -252,11 +263,8 @@ def build_invoices(
                     )
                 if charged:
                     period = (period_start, period_end)
-                    at = None
-                    if profile.prorate_by == "second":
-                        anchor = creates[0].effective_at
-                        start_at, end_at = (boundary_at(anchor, sub.start_date, d) for d in period)
-                        at = (ev.effective_at, start_at, end_at)
+                    anchor = creates[0].effective_at
+                    at = proration_instants(profile, anchor, sub.start_date, ev.effective_at, period)
                     carried += proration_lines((plan, qty), (new_plan, new_qty), day, period, at)
                 plan, qty = new_plan, new_qty
             elif ev.type == "cancel":

@@ -114,9 +114,13 @@ def line_rounding(kind: str, charge_lines: int, rounding: Decimal) -> Decimal:
     return rounding * max(charge_lines, 1) if kind in SUMMED_KINDS else rounding
 
 
+def charge_count(lines: list[Line]) -> int:
+    return sum(1 for line in lines if line.kind in CHARGE_KINDS)
+
+
 def most_rounding(lines: list[Line], rounding: Decimal) -> Decimal:
     """The most a bill of these lines may differ from the rules in all, by rounding."""
-    charges = sum(1 for line in lines if line.kind in CHARGE_KINDS)
+    charges = charge_count(lines)
     return sum((line_rounding(line.kind, charges, rounding) for line in lines), ZERO)
 
 
@@ -207,9 +211,10 @@ def check_ledger(ledger: CustomerLedger, book: PriceBook, as_of: date) -> list[I
         want = expected_by_slot.get(slot)
         # Two invoices for one period: the first billed is real, any later one is the extra copy.
         should_exist = want is not None and real[slot] == invoice.id
-        charge_lines = sum(1 for line in invoice.lines if line.kind in CHARGE_KINDS)
         diffs, rounded = split_rounding(
-            diff_lines(invoice.lines, want.lines if want and should_exist else []), rounding, charge_lines
+            diff_lines(invoice.lines, want.lines if want and should_exist else []),
+            rounding,
+            charge_count(invoice.lines),
         )
         checks.append(
             InvoiceCheck(

@@ -8,17 +8,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from datetime import UTC, date, datetime
+from datetime import UTC, date
 from decimal import Decimal
 from functools import cached_property
 
 from engine.billing import (
     CONFIG_CHANGES,
+    Instants,
     add_months,
     apply_discount_and_tax,
-    boundary_at,
     local_date,
     months_between,
+    proration_instants,
     proration_lines,
     rate_on,
     tax_percent,
@@ -214,13 +215,14 @@ class Context:
         changed, start, end = (moment.timestamp() for moment in instants)
         return f"{int(end - changed)}/{int(end - start)} seconds"
 
-    def _instants(self, change: ConfigChange, period: Period) -> tuple[datetime, datetime, datetime] | None:
+    def _instants(self, change: ConfigChange, period: Period) -> Instants | None:
         sub = self.subscription
         create = next((e for e in sub.events if e.type == "create"), None) if sub else None
-        if self.profile.prorate_by != "second" or sub is None or create is None:
+        if sub is None or create is None:
             return None
-        start, end = (boundary_at(create.effective_at, sub.start_date, day) for day in period)
-        return change.event.effective_at, start, end
+        return proration_instants(
+            self.profile, create.effective_at, sub.start_date, change.event.effective_at, period
+        )
 
 
 # ---------- reading lines ----------
