@@ -73,7 +73,7 @@ def _config(item: to.Obj | None) -> Config | None:
 
 
 def first_item(s: to.Obj) -> to.Obj | None:
-    items = (s.get("items") or {}).get("data") or []
+    items = to.subscription_items(s)
     return items[0] if items else None
 
 

@@ -142,14 +142,25 @@ def tax_rate(r: Obj) -> Record:
 _STATUS = {"canceled": "canceled", "incomplete_expired": "canceled", "paused": "paused"}
 
 
+def subscription_items(s: Obj) -> list[Obj]:
+    """A subscription's items, first first (its `items` list object's data)."""
+    return (s.get("items") or {}).get("data") or []
+
+
+def holds_subscription(s: Obj, plans: set[str]) -> bool:
+    """Whether the ledger can hold the subscription: its first item's price is a plan."""
+    items = subscription_items(s)
+    return bool(items) and ref_id(items[0]["price"]) in plans
+
+
 def subscription(
     s: Obj, country: str, plans: set[str], initial: tuple[str, int] | None = None
 ) -> list[Record] | None:
     """The subscription and its own events; None when its first item's price is not a plan. initial: the
     first item's price and quantity before its first change (engine.stripe_history), else the current."""
-    items = (s.get("items") or {}).get("data") or []
-    if not items or ref_id(items[0]["price"]) not in plans:
+    if not holds_subscription(s, plans):
         return None
+    items = subscription_items(s)
     first = items[0]
     start = s.get("start_date") or s["created"]
     period_start = first.get("current_period_start") or s.get("current_period_start") or start

@@ -252,7 +252,7 @@ def _holdable(listed: list[dict[str, Any]], countries: Mapping[str, str], plans:
     holdable = {}
     for subscription in listed:
         country = countries.get(to.ref_id(subscription["customer"]) or "")
-        if country and to.subscription(subscription, country, plans) is not None:
+        if country and to.holds_subscription(subscription, plans):
             holdable[subscription["id"]] = country
     return holdable
 
@@ -266,7 +266,7 @@ def _history(
     unit_amounts: Mapping[str, int],
 ) -> history.History:
     """The plan and seat changes the events and the invoices' proration lines name."""
-    items = {s["id"]: [item["id"] for item in (s.get("items") or {}).get("data") or []] for s in listed}
+    items = {s["id"]: [item["id"] for item in to.subscription_items(s)] for s in listed}
     changes = [change for event in updates if (change := history.from_event(event)) is not None]
     billed = (invoice for invoice in invoices if invoice.get("status") != "draft")  # lines may still change
     changes += [change for invoice in billed for change in history.from_invoice(invoice, items)]
