@@ -20,6 +20,7 @@ import copy
 from dataclasses import dataclass
 from datetime import date, datetime
 
+from approvals.stripe_issuing import in_minor_units
 from engine.billing import CONFIG_CHANGES, add_months, local_date
 from engine.model import Event, Invoice, Line, Payment
 from scenarios.faults import ScenarioLedger
@@ -27,7 +28,6 @@ from scenarios.stripe_price_book import (
     NotSayableInStripe,
     Obj,
     StripeAccount,
-    minor,
     price_book,
     seconds,
     stripe_id,
@@ -248,12 +248,12 @@ def _invoice(billed: _Billed, invoice: Invoice, again: int, paid: list[Payment])
     invoice_id = billed.account.ids[invoice.id] = stripe_id("in", invoice.id)
     created = billed.at(invoice.issued_at) + again * 7200
     charges = [line for line in invoice.lines if line.kind not in ("discount", "tax")]
-    amounts = [minor(line.amount, currency) for line in charges]
+    amounts = [in_minor_units(line.amount, currency) for line in charges]
     lines = [
         _invoice_line(billed, invoice_id, line, amount) for line, amount in zip(charges, amounts, strict=True)
     ]
     discount_id = stripe_id("di", ledger.subscription.id)
-    off = -sum(minor(line.amount, currency) for line in invoice.lines if line.kind == "discount")
+    off = -sum(in_minor_units(line.amount, currency) for line in invoice.lines if line.kind == "discount")
     discounts = _spread(off, amounts)
     for line, share in zip(lines, discounts, strict=True):
         if share:
@@ -261,7 +261,7 @@ def _invoice(billed: _Billed, invoice: Invoice, again: int, paid: list[Payment])
     taxable = [amount - share for amount, share in zip(amounts, discounts, strict=True)]
     total_taxes = []
     for tax in (line for line in invoice.lines if line.kind == "tax"):
-        rate_id, tax_minor = billed.id(str(tax.tax_code)), minor(tax.amount, currency)
+        rate_id, tax_minor = billed.id(str(tax.tax_code)), in_minor_units(tax.amount, currency)
         behavior = "inclusive" if tax.inclusive else "exclusive"
         for line, share, base in zip(lines, _spread(tax_minor, taxable), taxable, strict=True):
             line["taxes"].append(_tax(rate_id, behavior, share, base))
@@ -269,7 +269,7 @@ def _invoice(billed: _Billed, invoice: Invoice, again: int, paid: list[Payment])
     subtotal = sum(amounts)
     exclusive = sum(t["amount"] for t in total_taxes if t["tax_behavior"] == "exclusive")
     total = subtotal - off + exclusive
-    amount_paid = sum(minor(p.amount, currency) for p in paid)
+    amount_paid = sum(in_minor_units(p.amount, currency) for p in paid)
     return {
         "id": invoice_id,
         "object": "invoice",
@@ -342,7 +342,7 @@ def _invoice_line(billed: _Billed, invoice_id: str, line: Line, amount: int) -> 
         "pricing": {
             "type": "price_details",
             "price_details": {"price": price["id"], "product": price["product"]},
-            "unit_amount_decimal": str(minor(line.unit_amount, currency)),
+            "unit_amount_decimal": str(in_minor_units(line.unit_amount, currency)),
         },
         "discount_amounts": [],
         "discounts": [],
@@ -386,7 +386,7 @@ def _payments(invoice_id: str, paid: list[Payment], at: int, currency: str) -> O
     for payment in paid:
         assert first is not None
         paid_at = at + 60 + int((payment.attempted_at - first).total_seconds())
-        amount = minor(payment.amount, currency)
+        amount = in_minor_units(payment.amount, currency)
         data.append(
             {
                 "id": stripe_id("inpay", payment.id),

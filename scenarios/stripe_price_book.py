@@ -13,11 +13,10 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from decimal import Decimal
 from typing import Any
 
+from approvals.stripe_issuing import in_minor_units
 from engine.model import Coupon, Plan, TaxRate
-from engine.money import minor_unit
 from scenarios.faults import ScenarioLedger
 
 Obj = dict[str, Any]
@@ -44,10 +43,6 @@ def stripe_id(prefix: str, key: str) -> str:
 
 def seconds(instant: datetime) -> int:
     return int(instant.astimezone(UTC).timestamp())
-
-
-def minor(amount: Decimal, currency: str) -> int:
-    return int(amount.scaleb(minor_unit(currency)).to_integral_value())
 
 
 @dataclass
@@ -120,8 +115,8 @@ def _plan(account: StripeAccount, plan: Plan) -> None:
             "active": True,
             "product": product,
             "currency": "usd",
-            "unit_amount": minor(plan.unit_price, "USD"),
-            "unit_amount_decimal": str(minor(plan.unit_price, "USD")),
+            "unit_amount": in_minor_units(plan.unit_price, "USD"),
+            "unit_amount_decimal": str(in_minor_units(plan.unit_price, "USD")),
             "billing_scheme": "per_unit",
             "type": "recurring",
             "recurring": {"interval": plan.interval, "interval_count": 1, "usage_type": "licensed"},
@@ -150,7 +145,7 @@ def _coupon(account: StripeAccount, coupon: Coupon) -> Obj:
     if coupon.kind == "percent":
         found["percent_off"] = float(coupon.value)
     else:
-        found |= {"amount_off": minor(coupon.value, "USD"), "currency": "usd"}
+        found |= {"amount_off": in_minor_units(coupon.value, "USD"), "currency": "usd"}
     return found
 
 
