@@ -97,20 +97,19 @@ async def daily_findings_digest(runtime: BotRuntime, now: datetime | None = None
             return None
     # The audit is CPU-bound: its own loop in a thread keeps this loop answering Slack meanwhile.
     await asyncio.to_thread(_shards_in_a_thread, libpq_url_of(runtime.engine), day)
-    async with runtime.locks.leading(locks.DAILY_FINDINGS_SWEEP) as leader:
-        if not leader:
+    # Each process looks at the day in turn, waiting rather than skipping: one that finished the last
+    # shard while another was looking (and saw that shard not done) must still look, or no one posts.
+    async with runtime.locks.locked(locks.DAILY_FINDINGS_SWEEP) as conn:
+        if await findings_sweep.ran_today(conn, day):
             return None
-        async with runtime.engine.connect() as conn:
-            if await findings_sweep.ran_today(conn, day):
-                return None
-            result = await findings_sweep.day_result(conn, day)
+        result = await findings_sweep.day_result(conn, day)
         if result is None:  # a shard is still being audited (its process posts), or its process died
             return None  # (the next look takes that shard over)
         posted = await post_findings_digest(
             runtime.client, runtime.engine, channel, result, actor_type=activity.SYSTEM, actor_id="bot"
         )
-        async with runtime.engine.begin() as conn:
-            await findings_sweep.record_daily_run(conn, day, posted.findings if posted else 0)
+        # On record in the look's transaction: whoever looks next sees the day done.
+        await findings_sweep.record_daily_run(conn, day, posted.findings if posted else 0)
     return posted
 
 

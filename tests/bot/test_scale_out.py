@@ -279,3 +279,44 @@ async def test_a_shard_whose_process_died_is_taken_by_another_and_then_the_diges
         assert await daily_findings_digest(bot.runtime, now=now.replace(hour=9)) is None  # done for the day
     assert len(slack.messages(SWEEP)) == 1
     assert_swept_once(ready_db_url)
+
+
+async def test_a_process_that_finishes_its_shards_while_another_checks_the_day_posts_the_digest(
+    ready_db_url: str, slack: SlackRecorder
+) -> None:
+    """Two processes finish their shards at about the same time: the first to look at the day saw a shard
+    still being audited and is about to let go of the look; the second, whose shard was the last, must
+    wait for that look and post the digest, not skip because someone was looking (which left the day's
+    digest to the next look, an hour later)."""
+    now = datetime(2026, 12, 2, 7, 5, tzinfo=UTC)
+    other = create_engine(ready_db_url)
+    settings = slack.settings(signing_secret=SECRET).model_copy(update={"sweep_channel": SWEEP})
+    async with running_bot(
+        ready_db_url,
+        settings,
+        configuration=Configuration(investigator="offline"),
+        recover=False,
+        expiry_interval=None,
+        digest_check=None,
+    ) as bot:
+        looking = await other.connect()
+        await looking.execute(
+            text("SELECT pg_advisory_lock(hashtext(:key))"), {"key": "billsleuth:daily-findings-sweep"}
+        )
+        digest = asyncio.create_task(daily_findings_digest(bot.runtime, now=now))
+        waiting = asyncio.create_task(_someone_waits_for_an_advisory_lock(ready_db_url))
+        await asyncio.wait({digest, waiting}, timeout=60, return_when=asyncio.FIRST_COMPLETED)
+        assert waiting.done() and not digest.done(), "the digest skipped the day instead of waiting its turn"
+        await looking.close()  # the other process's look ends (it had seen a shard not done)
+        await other.dispose()
+        posted = await asyncio.wait_for(digest, 30)
+    assert posted is not None and posted.findings == len(injected())
+    assert len(slack.messages(SWEEP)) == 1
+    assert_swept_once(ready_db_url)
+
+
+async def _someone_waits_for_an_advisory_lock(db_url: str) -> None:
+    """Returns once a session of this database is queued on an advisory lock (pg_locks, not granted)."""
+    query = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+    while rows(db_url, query) == [(0,)]:
+        await asyncio.sleep(0.05)
